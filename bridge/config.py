@@ -1,0 +1,347 @@
+"""The bridge's one configuration object.
+
+Every setting is declared once, below, as a field of :class:`BridgeConfig` with its default and
+help text. Its environment variable is ``IOT_`` + the field name in upper case (for example
+``mqtt_host`` -> ``IOT_MQTT_HOST``, ``topic_telemetry`` -> ``IOT_TOPIC_TELEMETRY``) and its
+command-line flag is ``--`` + the field name with dashes (``--mqtt-host``). Precedence:
+defaults < environment < flags. The object is frozen and validated in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.errors import ConfigError
+
+ENV_PREFIX = "IOT_"
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_FORMATS = ("auto", "json", "text")
+_COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+_SHARE_GROUP_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _setting(default: Any, help_text: str, *, secret: bool = False) -> Any:
+    """A config field: its default, its help text; env name and flag derive from its name."""
+    return field(default=default, metadata={"help": help_text, "secret": secret})
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    """All bridge settings. Build with :meth:`load` (defaults < ``IOT_*`` env < flags)."""
+
+    # --- MQTT (device side) -------------------------------------------------------------------
+    mqtt_host: str = _setting("localhost", "Mosquitto host name or address.")
+    mqtt_port: int = _setting(1883, "Mosquitto TCP port.")
+    mqtt_client_id: str = _setting(
+        "iot-bridge",
+        "MQTT client id. Keep it stable across restarts: the persistent session is tied to it.",
+    )
+    mqtt_session_expiry_s: int = _setting(
+        86400,
+        "MQTT 5 session expiry interval (seconds): how long Mosquitto keeps the bridge's session "
+        "and queued messages while it is down.",
+    )
+    mqtt_receive_maximum: int = _setting(
+        8192,
+        "MQTT 5 Receive Maximum: unacknowledged QoS 1 messages Mosquitto may have in flight to "
+        "the bridge (1-65535). Too low caps throughput because acks wait for Kafka.",
+    )
+    mqtt_share_group: str = _setting(
+        "",
+        "Shared subscription group: when set, subscribe to $share/<group>/devices/+/... so several "
+        "bridge instances split the load (per-device order across instances is then not kept).",
+    )
+    mqtt_keepalive_s: int = _setting(30, "MQTT keepalive interval (seconds).")
+    mqtt_username: str = _setting("", "MQTT user name (empty: no authentication).")
+    mqtt_password: str = _setting("", "MQTT password.", secret=True)
+    mqtt_reconnect_min_s: float = _setting(0.5, "First reconnect delay (seconds).")
+    mqtt_reconnect_max_s: float = _setting(
+        30.0, "Largest reconnect delay (seconds); the delay doubles up to it."
+    )
+
+    # --- Kafka ---------------------------------------------------------------------------------
+    kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
+    kafka_linger_ms: int = _setting(
+        5, "Producer linger.ms: how long librdkafka waits to fill a batch."
+    )
+    kafka_batch_size: int = _setting(262144, "Producer batch.size (bytes) per partition batch.")
+    kafka_compression: str = _setting(
+        "lz4", "Producer compression.type: none, gzip, snappy, lz4 or zstd."
+    )
+    kafka_message_timeout_ms: int = _setting(
+        0,
+        "Producer message.timeout.ms; 0 = retry forever (the bridge then waits for Kafka and "
+        "applies back-pressure instead of dropping anything).",
+    )
+    kafka_extra: str = _setting(
+        "",
+        "Extra librdkafka producer properties, comma-separated key=value pairs "
+        "(e.g. security.protocol=SASL_SSL,sasl.mechanism=PLAIN).",
+        secret=True,
+    )
+
+    # --- Kafka topics --------------------------------------------------------------------------
+    topic_telemetry: str = _setting("iot.telemetry", "Kafka topic for telemetry.")
+    topic_events: str = _setting("iot.events", "Kafka topic for device events.")
+    topic_dlq: str = _setting("iot.dlq", "Kafka topic for rejected device input.")
+    topic_presence: str = _setting("iot.presence", "Kafka topic (compacted) for presence.")
+    topic_commands: str = _setting("iot.commands", "Kafka topic the command path consumes.")
+    topic_command_status: str = _setting(
+        "iot.command-status", "Kafka topic (compacted) for command states."
+    )
+    topic_command_replies: str = _setting(
+        "iot.command-replies", "Kafka topic for device replies to commands."
+    )
+    topic_commands_dlq: str = _setting(
+        "iot.commands.dlq", "Kafka topic for commands that expired or ran out of attempts."
+    )
+
+    # --- Limits and back-pressure --------------------------------------------------------------
+    max_payload_bytes: int = _setting(
+        65536, "Largest accepted MQTT payload (bytes); larger ones go to the DLQ."
+    )
+    pending_max_messages: int = _setting(
+        20000,
+        "Back-pressure bound: messages received but not yet confirmed by Kafka. At the bound "
+        "the bridge stops reading from Mosquitto.",
+    )
+    pending_max_bytes: int = _setting(
+        64 * 1024 * 1024, "Back-pressure bound on the payload bytes of pending messages."
+    )
+    shutdown_timeout_s: float = _setting(
+        15.0, "On SIGTERM/SIGINT: how long to wait for Kafka to confirm pending messages."
+    )
+
+    # --- Observability -------------------------------------------------------------------------
+    http_host: str = _setting("127.0.0.1", "Address of the metrics/health HTTP endpoint.")
+    http_port: int = _setting(
+        9108,
+        "Port of the metrics (/metrics) and health (/healthz, /readyz) endpoint; 0 = pick a free "
+        "port (logged at start-up).",
+    )
+    log_level: str = _setting("INFO", "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    log_format: str = _setting(
+        "auto", "Log format: json, text, or auto (text on a terminal, JSON lines otherwise)."
+    )
+
+    # --- Command path (issue 5; read by bridge.commands) ---------------------------------------
+    commands_enabled: bool = _setting(
+        False, "Also run the command path (Kafka iot.commands -> devices) in this process."
+    )
+    command_timeout_ms: int = _setting(
+        30000, "Default time a command waits for the device's reply (ms)."
+    )
+    command_max_attempts: int = _setting(3, "Default delivery attempts per command.")
+    command_group_id: str = _setting(
+        "iot-bridge-commands", "Kafka consumer group of the command path."
+    )
+    # --- Command path: fields added by the command-path engineer go below this line ------------
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                problems.append(message)
+
+        need(bool(self.mqtt_host), "mqtt_host must not be empty")
+        need(1 <= self.mqtt_port <= 65535, "mqtt_port must be 1-65535")
+        need(
+            0 < len(self.mqtt_client_id) <= 128 and self.mqtt_client_id.isprintable(),
+            "mqtt_client_id must be 1-128 printable characters",
+        )
+        need(0 <= self.mqtt_session_expiry_s <= 0xFFFFFFFF, "mqtt_session_expiry_s out of range")
+        need(1 <= self.mqtt_receive_maximum <= 65535, "mqtt_receive_maximum must be 1-65535")
+        need(
+            self.mqtt_share_group == "" or bool(_SHARE_GROUP_RE.match(self.mqtt_share_group)),
+            "mqtt_share_group may only contain letters, digits and _.:-",
+        )
+        need(0 <= self.mqtt_keepalive_s <= 65535, "mqtt_keepalive_s must be 0-65535")
+        need(
+            0 < self.mqtt_reconnect_min_s <= self.mqtt_reconnect_max_s,
+            "need 0 < mqtt_reconnect_min_s <= mqtt_reconnect_max_s",
+        )
+        need(bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty")
+        need(0 <= self.kafka_linger_ms <= 900000, "kafka_linger_ms must be 0-900000")
+        need(1 <= self.kafka_batch_size <= 2147483647, "kafka_batch_size must be positive")
+        need(self.kafka_compression in _COMPRESSIONS, f"kafka_compression must be {_COMPRESSIONS}")
+        need(self.kafka_message_timeout_ms >= 0, "kafka_message_timeout_ms must be >= 0")
+        try:
+            parse_kafka_extra(self.kafka_extra)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        for name in (
+            "topic_telemetry",
+            "topic_events",
+            "topic_dlq",
+            "topic_presence",
+            "topic_commands",
+            "topic_command_status",
+            "topic_command_replies",
+            "topic_commands_dlq",
+        ):
+            need(bool(_TOPIC_RE.match(getattr(self, name))), f"{name} is not a valid Kafka topic")
+        need(self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1")
+        need(self.pending_max_messages >= 1, "pending_max_messages must be >= 1")
+        need(
+            self.pending_max_bytes >= self.max_payload_bytes,
+            "pending_max_bytes must be >= max_payload_bytes",
+        )
+        need(self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0")
+        need(0 <= self.http_port <= 65535, "http_port must be 0-65535")
+        need(self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}")
+        need(self.log_format in _LOG_FORMATS, f"log_format must be one of {_LOG_FORMATS}")
+        need(self.command_timeout_ms >= 1, "command_timeout_ms must be >= 1")
+        need(self.command_max_attempts >= 1, "command_max_attempts must be >= 1")
+        need(bool(self.command_group_id), "command_group_id must not be empty")
+        if problems:
+            raise ConfigError("invalid bridge configuration: " + "; ".join(problems))
+
+    # --- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> BridgeConfig:
+        """Defaults < ``IOT_*`` environment < ``argv`` flags < keyword ``overrides``."""
+        parser = argparse.ArgumentParser(add_help=False)
+        add_arguments(parser)
+        ns = parser.parse_args(list(argv or []))
+        return from_namespace(ns, environ, **overrides)
+
+    def with_changes(self, **changes: Any) -> BridgeConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as a dict with secrets hidden, for logs."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = "***" if f.metadata.get("secret") and value else value
+        return out
+
+    @property
+    def mqtt_subscriptions(self) -> tuple[str, ...]:
+        """The MQTT topic filters the telemetry path subscribes to."""
+        filters = ("devices/+/telemetry", "devices/+/events", "devices/+/status")
+        if self.mqtt_share_group:
+            return tuple(f"$share/{self.mqtt_share_group}/{f}" for f in filters)
+        return filters
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of a setting."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a setting."""
+    return "--" + field_name.replace("_", "-")
+
+
+def settings() -> tuple[dataclasses.Field[Any], ...]:
+    """Every setting (dataclass field) in declaration order."""
+    return dataclasses.fields(BridgeConfig)
+
+
+def _field_type(f: dataclasses.Field[Any]) -> type:
+    default = f.default
+    return type(default)
+
+
+def parse_bool(text: str) -> bool:
+    """Parse an environment boolean (1/0, true/false, yes/no, on/off)."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"not a boolean: {text!r}")
+
+
+def _convert(f: dataclasses.Field[Any], text: str, source: str) -> Any:
+    kind = _field_type(f)
+    try:
+        if kind is bool:
+            return parse_bool(text)
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"{source}: cannot read {text!r} as {kind.__name__}") from exc
+    return text
+
+
+def parse_kafka_extra(text: str) -> dict[str, str]:
+    """``a=1,b=2`` -> ``{"a": "1", "b": "2"}``."""
+    out: dict[str, str] = {}
+    for raw_item in text.split(","):
+        item = raw_item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"kafka_extra: expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting to ``parser`` (all default to None = not given)."""
+    group = parser.add_argument_group("bridge settings (each also settable as IOT_<NAME>)")
+    for f in settings():
+        kind = _field_type(f)
+        help_text = f"{f.metadata['help']} [env {env_name(f.name)}, default {f.default!r}]"
+        help_text = help_text.replace("%", "%%")
+        if kind is bool:
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                type=kind,
+                default=None,
+                metavar=kind.__name__.upper(),
+                help=help_text,
+            )
+
+
+def from_namespace(
+    ns: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> BridgeConfig:
+    """Build the config from defaults < environment < parsed flags < overrides."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in settings():
+        name = env_name(f.name)
+        if name in env:
+            values[f.name] = _convert(f, env[name], name)
+        flag_value = getattr(ns, f.name, None)
+        if flag_value is not None:
+            values[f.name] = flag_value
+    values.update(overrides)
+    unknown = set(values) - {f.name for f in settings()}
+    if unknown:
+        raise ConfigError(f"unknown settings: {sorted(unknown)}")
+    return BridgeConfig(**values)
