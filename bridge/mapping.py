@@ -1,0 +1,264 @@
+"""MQTT message -> Kafka record: validation and record building (pure, no client imports).
+
+Errors are data: :func:`map_message` never raises for bad input; it returns a
+:class:`KafkaRecord` for the DLQ with an error code. Codes (``ErrorCode``):
+
+``bad_topic``, ``oversized``, ``not_json``, ``non_finite``, ``not_object``, ``missing_field``,
+``wrong_type``, ``device_mismatch``, ``bad_status``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import orjson
+
+from bridge.topics import Channel, device_id_hint, parse_device_topic
+
+
+class ErrorCode(StrEnum):
+    """Machine codes of rejected input (the ``error`` header in the DLQ)."""
+
+    BAD_TOPIC = "bad_topic"
+    OVERSIZED = "oversized"
+    NOT_JSON = "not_json"
+    NON_FINITE = "non_finite"
+    NOT_OBJECT = "not_object"
+    MISSING_FIELD = "missing_field"
+    WRONG_TYPE = "wrong_type"
+    DEVICE_MISMATCH = "device_mismatch"
+    BAD_STATUS = "bad_status"
+
+
+Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Kafka topic names the mapping writes to."""
+
+    telemetry: str = "iot.telemetry"
+    events: str = "iot.events"
+    dlq: str = "iot.dlq"
+    presence: str = "iot.presence"
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """One record to produce. ``error`` is set (and ``topic`` is the DLQ) for rejected input."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Headers
+    error: ErrorCode | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a payload was rejected."""
+
+    code: ErrorCode
+    detail: str
+
+
+_QOS_BYTES: Final = (b"0", b"1", b"2")
+_STATUS_VALUES: Final = {b"online": True, b"offline": False}
+
+
+def validate_telemetry(doc: Any) -> Rejection | None:
+    """Check a parsed telemetry document; None if valid."""
+    if type(doc) is not dict:
+        return Rejection(
+            ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
+        )
+    bad = _check_ts_seq(doc)
+    if bad is not None:
+        return bad
+    if "metrics" not in doc:
+        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'metrics'")
+    metrics = doc["metrics"]
+    if type(metrics) is not dict:
+        return Rejection(ErrorCode.WRONG_TYPE, "'metrics' must be an object")
+    for name, value in metrics.items():
+        kind = type(value)
+        if kind is float:
+            if not math.isfinite(value):  # pragma: no cover - orjson never yields inf/nan
+                return Rejection(ErrorCode.NON_FINITE, f"metric {name!r} is not finite")
+        elif kind is not int:
+            return Rejection(ErrorCode.WRONG_TYPE, f"metric {name!r} must be a number")
+    tags = doc.get("tags")
+    if tags is not None and type(tags) is not dict:
+        return Rejection(ErrorCode.WRONG_TYPE, "'tags' must be an object")
+    return None
+
+
+def validate_event(doc: Any) -> Rejection | None:
+    """Check a parsed event document; None if valid."""
+    if type(doc) is not dict:
+        return Rejection(
+            ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
+        )
+    bad = _check_ts_seq(doc)
+    if bad is not None:
+        return bad
+    if "type" not in doc:
+        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'type'")
+    kind = doc["type"]
+    if type(kind) is not str or not kind:
+        return Rejection(ErrorCode.WRONG_TYPE, "'type' must be a non-empty string")
+    return None
+
+
+def _check_ts_seq(doc: dict[str, Any]) -> Rejection | None:
+    if "ts" not in doc:
+        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'ts'")
+    if type(doc["ts"]) is not int:
+        return Rejection(ErrorCode.WRONG_TYPE, "'ts' must be an integer (epoch ms)")
+    if "seq" not in doc:
+        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'seq'")
+    seq = doc["seq"]
+    if type(seq) is not int or seq < 0:
+        return Rejection(ErrorCode.WRONG_TYPE, "'seq' must be an integer >= 0")
+    return None
+
+
+def _json_kind(doc: Any) -> str:
+    if isinstance(doc, list):
+        return "array"
+    if isinstance(doc, str):
+        return "string"
+    if isinstance(doc, bool):
+        return "boolean"
+    if doc is None:
+        return "null"
+    return "number"
+
+
+def parse_json(payload: bytes) -> tuple[Any, Rejection | None]:
+    """Parse JSON; tells apart non-finite numbers (NaN, Infinity, 1e999) from garbage."""
+    try:
+        return orjson.loads(payload), None
+    except orjson.JSONDecodeError as exc:
+        try:
+            json.loads(payload)
+        except (ValueError, RecursionError):
+            return None, Rejection(ErrorCode.NOT_JSON, f"not JSON: {exc}")
+        return None, Rejection(ErrorCode.NON_FINITE, "contains a non-finite number (NaN/Infinity)")
+
+
+def map_message(
+    topic: str,
+    payload: bytes,
+    qos: int,
+    received_at_ms: int,
+    *,
+    topics: Topics,
+    max_payload_bytes: int,
+) -> KafkaRecord:
+    """Map one MQTT message to the Kafka record to produce (a DLQ record when rejected).
+
+    Never raises for any ``topic``/``payload``.
+    """
+    received = str(received_at_ms).encode()
+    parsed = parse_device_topic(topic)
+    if parsed is None:
+        hint = device_id_hint(topic)
+        return dlq_record(
+            topics,
+            topic,
+            payload,
+            received,
+            None if hint is None else hint.encode(),
+            rejection=Rejection(ErrorCode.BAD_TOPIC, "topic is not devices/{device_id}/{channel}"),
+        )
+    device_id, channel = parsed
+    key = device_id.encode()
+    if len(payload) > max_payload_bytes:
+        return dlq_record(
+            topics,
+            topic,
+            payload,
+            received,
+            key,
+            rejection=Rejection(
+                ErrorCode.OVERSIZED, f"payload {len(payload)} bytes > limit {max_payload_bytes}"
+            ),
+        )
+    if channel is Channel.STATUS:
+        online = _STATUS_VALUES.get(payload.strip().strip(b'"'))
+        if online is None:
+            return dlq_record(
+                topics,
+                topic,
+                payload,
+                received,
+                key,
+                rejection=Rejection(
+                    ErrorCode.BAD_STATUS, "status payload must be 'online' or 'offline'"
+                ),
+            )
+        value = orjson.dumps({"online": online, "at": received_at_ms})
+        return KafkaRecord(
+            topics.presence,
+            key,
+            value,
+            [("mqtt_topic", topic.encode()), ("received_at", received), ("qos", _qos(qos))],
+        )
+    doc, bad = parse_json(payload)
+    if bad is None:
+        if channel is Channel.TELEMETRY:
+            bad = validate_telemetry(doc)
+            out_topic = topics.telemetry
+        else:
+            bad = validate_event(doc)
+            out_topic = topics.events
+        if bad is None:
+            claimed = doc.get("device_id")
+            if claimed is not None and claimed != device_id:
+                bad = Rejection(
+                    ErrorCode.DEVICE_MISMATCH,
+                    f"payload device_id {str(claimed)[:140]!r} != topic device id {device_id!r}",
+                )
+            else:
+                return KafkaRecord(
+                    out_topic,
+                    key,
+                    payload,
+                    [("mqtt_topic", topic.encode()), ("received_at", received), ("qos", _qos(qos))],
+                )
+    return dlq_record(topics, topic, payload, received, key, rejection=bad)
+
+
+def _qos(qos: int) -> bytes:
+    return _QOS_BYTES[qos] if 0 <= qos <= 2 else str(qos).encode()
+
+
+def dlq_record(
+    topics: Topics,
+    mqtt_topic: str,
+    payload: bytes,
+    received: bytes,
+    key: bytes | None,
+    *,
+    rejection: Rejection,
+) -> KafkaRecord:
+    """The DLQ record for a rejected message: original bytes, error headers."""
+    return KafkaRecord(
+        topics.dlq,
+        key,
+        payload,
+        [
+            ("mqtt_topic", mqtt_topic.encode("utf-8", "replace")),
+            ("error", rejection.code.value.encode()),
+            ("error_detail", rejection.detail.encode("utf-8", "replace")),
+            ("received_at", received),
+        ],
+        rejection.code,
+        rejection.detail,
+    )
