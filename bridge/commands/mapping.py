@@ -1,0 +1,134 @@
+"""Pure mapping between commands and MQTT: the publish to a device, the reply from it.
+
+Imports neither paho nor confluent_kafka; the service turns `CommandPublish` into a paho
+publish with MQTT 5 properties.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from bridge.commands.model import DEVICE_ID_RE, Command
+
+__all__ = [
+    "REPLY_SUBSCRIPTION",
+    "CommandPublish",
+    "Reply",
+    "build_publish",
+    "command_topic",
+    "parse_reply",
+    "parse_reply_topic",
+    "reply_topic",
+]
+
+#: What the bridge subscribes to for replies.
+REPLY_SUBSCRIPTION = "devices/+/replies/+"
+
+
+def command_topic(command: Command) -> str:
+    if command.target.group is not None:
+        return f"groups/{command.target.group}/commands/{command.name}"
+    return f"devices/{command.target.device_id}/commands/{command.name}"
+
+
+def reply_topic(device_id: str, command_id: str) -> str:
+    return f"devices/{device_id}/replies/{command_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandPublish:
+    """Everything one MQTT publish of a command needs."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    correlation_data: bytes
+    response_topic: str | None
+    message_expiry_s: int
+    user_properties: tuple[tuple[str, str], ...]
+
+
+def build_publish(command: Command, attempt: int, now_ms: int) -> CommandPublish | None:
+    """The publish for ``attempt`` of ``command`` at ``now_ms``; ``None`` if its TTL ran out.
+
+    The payload is the args object with ``command_id`` added (for MQTT 3.1.1 devices, which
+    see no properties). Message expiry is the remaining TTL rounded up to whole seconds, so
+    the broker never drops a message the bridge still considers live.
+    """
+    remaining_ms = command.deadline - now_ms
+    if remaining_ms <= 0:
+        return None
+    payload = orjson.dumps({**command.args, "command_id": command.command_id})
+    response = (
+        None
+        if command.target.device_id is None
+        else reply_topic(command.target.device_id, command.command_id)
+    )
+    return CommandPublish(
+        topic=command_topic(command),
+        payload=payload,
+        qos=1,
+        correlation_data=command.command_id.encode(),
+        response_topic=response,
+        message_expiry_s=max(1, math.ceil(remaining_ms / 1000)),
+        user_properties=(("command_id", command.command_id), ("attempt", str(attempt))),
+    )
+
+
+def parse_reply_topic(topic: str) -> tuple[str, str] | None:
+    """``devices/{id}/replies/{command_id}`` -> ``(id, command_id)``, else ``None``."""
+    parts = topic.split("/")
+    if len(parts) != 4 or parts[0] != "devices" or parts[2] != "replies":
+        return None
+    device_id, command_id = parts[1], parts[3]
+    if not DEVICE_ID_RE.fullmatch(device_id) or not DEVICE_ID_RE.fullmatch(command_id):
+        return None
+    return device_id, command_id
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A device's reply. ``ok`` is ``None`` when the payload could not be read."""
+
+    device_id: str
+    command_id: str
+    ok: bool | None
+    result: Any
+    error: str | None
+    raw: bytes
+
+
+def parse_reply(device_id: str, command_id: str, payload: bytes) -> Reply:
+    """Read a reply payload: ``{"status": "ok"|"error", "result": ...}``. Never raises."""
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        return Reply(device_id, command_id, None, None, f"bad_json: {exc}", payload)
+    if not isinstance(doc, dict) or doc.get("status") not in ("ok", "error"):
+        return Reply(
+            device_id, command_id, None, None, "bad_reply: status must be ok or error", payload
+        )
+    claimed = doc.get("command_id")
+    if claimed is not None and claimed != command_id:
+        return Reply(
+            device_id,
+            command_id,
+            None,
+            None,
+            f"bad_reply: payload command_id {claimed!r} differs from the topic",
+            payload,
+        )
+    ok = doc["status"] == "ok"
+    error = doc.get("error")
+    return Reply(
+        device_id,
+        command_id,
+        ok,
+        doc.get("result"),
+        None if ok else (str(error) if error is not None else "error"),
+        payload,
+    )

@@ -1,0 +1,399 @@
+"""Command path data model: command records, status records, the state machine.
+
+Pure: imports neither paho nor confluent_kafka. Parsing returns errors as data
+(`Rejection`) so that bad input never raises on the hot path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from bridge.errors import BridgeError
+
+__all__ = [
+    "DEVICE_ID_RE",
+    "FINAL_STATES",
+    "GROUP_PREFIX",
+    "NAME_RE",
+    "Command",
+    "CommandDefaults",
+    "CommandPathError",
+    "InvalidTransitionError",
+    "Rejection",
+    "Source",
+    "State",
+    "StatusRecord",
+    "Target",
+    "check_transition",
+    "command_from_status",
+    "decode_status",
+    "encode_status",
+    "parse_command",
+    "parse_target",
+]
+
+#: The design's device id format; group names and command names follow the same rule
+#: because both become one MQTT topic level.
+DEVICE_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+NAME_RE = DEVICE_ID_RE
+GROUP_PREFIX = "group:"
+
+
+class CommandPathError(BridgeError):
+    """Root of the command path's errors."""
+
+
+class InvalidTransitionError(CommandPathError):
+    """A status change that the state machine does not allow."""
+
+
+class State(StrEnum):
+    ACCEPTED = "accepted"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    REJECTED = "rejected"
+
+
+FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.EXPIRED, State.REJECTED})
+
+# ``None`` is "no status yet".  ``sent -> sent`` and ``delivered -> sent`` are redeliveries
+# (the attempt number grows, or a PUBACK reason is recorded); ``-> expired`` straight from
+# nothing or ``accepted`` is a command whose TTL ran out before it could be sent.
+_ALLOWED: dict[State | None, frozenset[State]] = {
+    None: frozenset({State.ACCEPTED, State.REJECTED, State.EXPIRED}),
+    State.ACCEPTED: frozenset({State.SENT, State.EXPIRED}),
+    State.SENT: frozenset(
+        {State.SENT, State.DELIVERED, State.SUCCEEDED, State.FAILED, State.EXPIRED}
+    ),
+    State.DELIVERED: frozenset({State.SENT, State.SUCCEEDED, State.FAILED, State.EXPIRED}),
+    State.SUCCEEDED: frozenset(),
+    State.FAILED: frozenset(),
+    State.EXPIRED: frozenset(),
+    State.REJECTED: frozenset(),
+}
+
+
+def check_transition(current: State | None, new: State) -> None:
+    """Raise `InvalidTransitionError` unless ``current -> new`` is allowed."""
+    if new not in _ALLOWED[current]:
+        raise InvalidTransitionError(f"{current} -> {new}")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Who a command goes to: one device, or every device of a group."""
+
+    device_id: str | None = None
+    group: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The Kafka key form: the device id, or ``group:{name}``."""
+        if self.group is not None:
+            return GROUP_PREFIX + self.group
+        assert self.device_id is not None
+        return self.device_id
+
+    @property
+    def is_group(self) -> bool:
+        return self.group is not None
+
+
+def parse_target(key: str) -> Target | None:
+    """Read a command key; ``None`` when it is neither a device id nor ``group:{name}``."""
+    if key.startswith(GROUP_PREFIX):
+        group = key[len(GROUP_PREFIX) :]
+        return Target(group=group) if NAME_RE.fullmatch(group) else None
+    return Target(device_id=key) if DEVICE_ID_RE.fullmatch(key) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a command record was read: its ``iot.commands`` partition and offset."""
+
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommandDefaults:
+    timeout_ms: int = 10_000
+    max_attempts: int = 3
+    max_payload_bytes: int = 64 * 1024
+    #: Upper bounds that protect the tracker from absurd records.
+    max_timeout_ms: int = 24 * 3600 * 1000
+    max_attempts_limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A validated command. ``created_at`` and ``deadline`` are epoch ms (wall clock)."""
+
+    command_id: str
+    target: Target
+    name: str
+    args: Mapping[str, Any]
+    timeout_ms: int
+    max_attempts: int
+    reply_expected: bool
+    created_at: int
+    ttl_ms: int
+
+    @property
+    def deadline(self) -> int:
+        return self.created_at + self.ttl_ms
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``iot.commands`` value form (plus ``ttl_ms`` and ``created_at``)."""
+        return {
+            "command_id": self.command_id,
+            "name": self.name,
+            "args": dict(self.args),
+            "timeout_ms": self.timeout_ms,
+            "max_attempts": self.max_attempts,
+            "reply_expected": self.reply_expected,
+            "ttl_ms": self.ttl_ms,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A command record that cannot be executed, and why (a machine code and a detail)."""
+
+    command_id: str
+    key: str | None
+    code: str
+    detail: str
+    value: bytes | None = None
+
+
+def _fallback_id(source: Source | None, topic: str) -> str:
+    if source is None:
+        return f"{topic}-unknown"
+    return f"{topic}-{source.partition}-{source.offset}"
+
+
+def _positive_int(value: Any, lo: int, hi: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if lo <= value <= hi else None
+
+
+def parse_command(
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    timestamp_ms: int,
+    defaults: CommandDefaults,
+    source: Source | None = None,
+    topic: str = "iot.commands",
+) -> Command | Rejection:
+    """Validate one ``iot.commands`` record.
+
+    ``timestamp_ms`` is the record's timestamp: the command's TTL runs from there unless the
+    value carries its own ``created_at``. Never raises on bad input.
+    """
+    fallback = _fallback_id(source, topic)
+    key_text: str | None
+    try:
+        key_text = key.decode() if key is not None else None
+    except UnicodeDecodeError:
+        key_text = None
+    if value is None:
+        return Rejection(fallback, key_text, "empty_value", "the record has no value")
+    if len(value) > defaults.max_payload_bytes:
+        return Rejection(
+            fallback,
+            key_text,
+            "oversized",
+            f"record value is {len(value)} bytes, limit {defaults.max_payload_bytes}",
+        )
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return Rejection(fallback, key_text, "bad_json", str(exc), value)
+    if not isinstance(doc, dict):
+        return Rejection(fallback, key_text, "bad_json", "the value is not a JSON object", value)
+
+    command_id = doc.get("command_id")
+    if not isinstance(command_id, str) or not DEVICE_ID_RE.fullmatch(command_id):
+        return Rejection(
+            fallback, key_text, "bad_command_id", f"command_id {command_id!r} is invalid", value
+        )
+
+    def reject(code: str, detail: str) -> Rejection:
+        return Rejection(command_id, key_text, code, detail, value)
+
+    if key_text is None:
+        return reject("bad_key", "the record key (device id or group:{name}) is missing")
+    target = parse_target(key_text)
+    if target is None:
+        return reject("bad_device_id", f"key {key_text!r} is not a device id nor group:{{name}}")
+    name = doc.get("name")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        return reject("bad_name", f"name {name!r} is invalid")
+    args = doc.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return reject("bad_args", "args must be a JSON object")
+    if "command_id" in args:
+        return reject("bad_args", "args must not contain the reserved key 'command_id'")
+
+    timeout_ms = doc.get("timeout_ms", defaults.timeout_ms)
+    if timeout_ms is None:
+        timeout_ms = defaults.timeout_ms
+    checked = _positive_int(timeout_ms, 1, defaults.max_timeout_ms)
+    if checked is None:
+        return reject(
+            "bad_timeout", f"timeout_ms {timeout_ms!r} is not in 1..{defaults.max_timeout_ms}"
+        )
+    timeout_ms = checked
+    max_attempts = doc.get("max_attempts", defaults.max_attempts)
+    if max_attempts is None:
+        max_attempts = defaults.max_attempts
+    checked = _positive_int(max_attempts, 1, defaults.max_attempts_limit)
+    if checked is None:
+        return reject(
+            "bad_max_attempts",
+            f"max_attempts {max_attempts!r} is not in 1..{defaults.max_attempts_limit}",
+        )
+    max_attempts = checked
+    reply_expected = doc.get("reply_expected", True)
+    if reply_expected is None:
+        reply_expected = True
+    if not isinstance(reply_expected, bool):
+        return reject("bad_reply_expected", "reply_expected must be a boolean")
+    attempts_for_ttl = 1 if target.is_group else max_attempts
+    ttl_ms = doc.get("ttl_ms")
+    if ttl_ms is None:
+        ttl_ms = timeout_ms * attempts_for_ttl
+    else:
+        checked = _positive_int(ttl_ms, 1, defaults.max_timeout_ms * defaults.max_attempts_limit)
+        if checked is None:
+            return reject("bad_ttl", f"ttl_ms {ttl_ms!r} is invalid")
+        ttl_ms = checked
+    created_at = doc.get("created_at", timestamp_ms)
+    if created_at is None:
+        created_at = timestamp_ms
+    if isinstance(created_at, bool) or not isinstance(created_at, int) or created_at < 0:
+        return reject("bad_created_at", f"created_at {created_at!r} is not epoch ms")
+    return Command(
+        command_id=command_id,
+        target=target,
+        name=name,
+        args=args,
+        timeout_ms=timeout_ms,
+        max_attempts=max_attempts,
+        reply_expected=reply_expected,
+        created_at=created_at,
+        ttl_ms=ttl_ms,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRecord:
+    """One ``iot.command-status`` value (key: the command id).
+
+    The design's fields are ``state, attempt, device_id, at, detail``; the tracker adds what it
+    needs to resume after a restart: the command itself, ``sent_at`` (when the current attempt
+    went out), the source partition/offset, and, for group commands, the reply counts.
+    """
+
+    command_id: str
+    state: State
+    attempt: int
+    device_id: str | None
+    at: int
+    detail: str | None = None
+    command: Mapping[str, Any] | None = None
+    sent_at: int | None = None
+    source: Source | None = None
+    replies: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+def encode_status(status: StatusRecord) -> bytes:
+    doc: dict[str, Any] = {
+        "command_id": status.command_id,
+        "state": status.state.value,
+        "attempt": status.attempt,
+        "device_id": status.device_id,
+        "at": status.at,
+        "detail": status.detail,
+    }
+    if status.command is not None:
+        doc["command"] = status.command
+    if status.sent_at is not None:
+        doc["sent_at"] = status.sent_at
+    if status.source is not None:
+        doc["source"] = {"partition": status.source.partition, "offset": status.source.offset}
+    if status.replies:
+        doc["replies"] = dict(status.replies)
+    return orjson.dumps(doc)
+
+
+def decode_status(key: bytes | None, value: bytes | None) -> StatusRecord | None:
+    """Read a status record; ``None`` for a tombstone or anything unreadable."""
+    if value is None:
+        return None
+    try:
+        doc = orjson.loads(value)
+        state = State(doc["state"])
+        command_id = doc.get("command_id") or (key.decode() if key is not None else None)
+        if not isinstance(command_id, str):
+            return None
+        src = doc.get("source")
+        source = Source(int(src["partition"]), int(src["offset"])) if src else None
+        command = doc.get("command")
+        return StatusRecord(
+            command_id=command_id,
+            state=state,
+            attempt=int(doc.get("attempt", 0)),
+            device_id=doc.get("device_id"),
+            at=int(doc.get("at", 0)),
+            detail=doc.get("detail"),
+            command=command if isinstance(command, dict) else None,
+            sent_at=int(doc["sent_at"]) if doc.get("sent_at") is not None else None,
+            source=source,
+            replies={str(k): int(v) for k, v in (doc.get("replies") or {}).items()},
+        )
+    except (orjson.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def command_from_status(status: StatusRecord) -> Command | None:
+    """Rebuild the `Command` a status record carries (``None`` if it carries none)."""
+    doc = status.command
+    if doc is None or status.device_id is None:
+        return None
+    target = parse_target(status.device_id)
+    if target is None:
+        return None
+    try:
+        return Command(
+            command_id=status.command_id,
+            target=target,
+            name=str(doc["name"]),
+            args=dict(doc.get("args") or {}),
+            timeout_ms=int(doc["timeout_ms"]),
+            max_attempts=int(doc["max_attempts"]),
+            reply_expected=bool(doc.get("reply_expected", True)),
+            created_at=int(doc["created_at"]),
+            ttl_ms=int(doc["ttl_ms"]),
+        )
+    except (KeyError, ValueError, TypeError):
+        return None

@@ -1,0 +1,241 @@
+"""Unit tests: command record parsing, the state machine, status encoding."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge.commands.model import (
+    FINAL_STATES,
+    Command,
+    CommandDefaults,
+    InvalidTransitionError,
+    Rejection,
+    Source,
+    State,
+    StatusRecord,
+    Target,
+    check_transition,
+    command_from_status,
+    decode_status,
+    encode_status,
+    parse_command,
+    parse_target,
+)
+
+DEFAULTS = CommandDefaults(timeout_ms=5000, max_attempts=3, max_payload_bytes=1024)
+SRC = Source(partition=4, offset=17)
+
+
+def parse(key: bytes | None, doc: object, ts: int = 1_000) -> Command | Rejection:
+    value = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    return parse_command(key, value, timestamp_ms=ts, defaults=DEFAULTS, source=SRC)
+
+
+def test_full_record_parses() -> None:
+    cmd = parse(
+        b"dev-1",
+        {
+            "command_id": "c1",
+            "name": "reboot",
+            "args": {"delay": 2},
+            "timeout_ms": 700,
+            "max_attempts": 2,
+            "reply_expected": False,
+        },
+    )
+    assert isinstance(cmd, Command)
+    assert cmd.target == Target(device_id="dev-1")
+    assert (cmd.name, dict(cmd.args), cmd.timeout_ms, cmd.max_attempts) == (
+        "reboot",
+        {"delay": 2},
+        700,
+        2,
+    )
+    assert cmd.reply_expected is False
+    # TTL defaults to timeout x attempts, counted from the record timestamp.
+    assert (cmd.created_at, cmd.ttl_ms, cmd.deadline) == (1_000, 1_400, 2_400)
+
+
+def test_defaults_fill_missing_fields() -> None:
+    cmd = parse(b"dev-1", {"command_id": "c1", "name": "ping"})
+    assert isinstance(cmd, Command)
+    assert (dict(cmd.args), cmd.timeout_ms, cmd.max_attempts, cmd.reply_expected) == (
+        {},
+        5000,
+        3,
+        True,
+    )
+    assert cmd.ttl_ms == 15_000
+
+
+def test_group_key_and_group_ttl_is_one_window() -> None:
+    cmd = parse(b"group:floor-2", {"command_id": "c1", "name": "ping", "timeout_ms": 900})
+    assert isinstance(cmd, Command)
+    assert cmd.target == Target(group="floor-2")
+    assert cmd.target.key == "group:floor-2"
+    assert cmd.ttl_ms == 900
+
+
+def test_explicit_ttl_and_created_at() -> None:
+    cmd = parse(b"d", {"command_id": "c", "name": "n", "ttl_ms": 50, "created_at": 7})
+    assert isinstance(cmd, Command)
+    assert cmd.deadline == 57
+
+
+@pytest.mark.parametrize(
+    ("key", "doc", "code"),
+    [
+        (b"d", b"{not json", "bad_json"),
+        (b"d", [1, 2], "bad_json"),
+        (b"d", {"name": "n"}, "bad_command_id"),
+        (b"d", {"command_id": "a/b", "name": "n"}, "bad_command_id"),
+        (None, {"command_id": "c", "name": "n"}, "bad_key"),
+        (b"dev/1", {"command_id": "c", "name": "n"}, "bad_device_id"),
+        (b"dev+", {"command_id": "c", "name": "n"}, "bad_device_id"),
+        (b"group:", {"command_id": "c", "name": "n"}, "bad_device_id"),
+        (b"x" * 129, {"command_id": "c", "name": "n"}, "bad_device_id"),
+        (b"d", {"command_id": "c", "name": "#"}, "bad_name"),
+        (b"d", {"command_id": "c"}, "bad_name"),
+        (b"d", {"command_id": "c", "name": "n", "args": [1]}, "bad_args"),
+        (b"d", {"command_id": "c", "name": "n", "args": {"command_id": "x"}}, "bad_args"),
+        (b"d", {"command_id": "c", "name": "n", "timeout_ms": 0}, "bad_timeout"),
+        (b"d", {"command_id": "c", "name": "n", "timeout_ms": "5"}, "bad_timeout"),
+        (b"d", {"command_id": "c", "name": "n", "timeout_ms": True}, "bad_timeout"),
+        (b"d", {"command_id": "c", "name": "n", "max_attempts": 0}, "bad_max_attempts"),
+        (b"d", {"command_id": "c", "name": "n", "reply_expected": "yes"}, "bad_reply_expected"),
+        (b"d", {"command_id": "c", "name": "n", "ttl_ms": -1}, "bad_ttl"),
+        (b"d", {"command_id": "c", "name": "n", "args": {"blob": "x" * 2000}}, "oversized"),
+    ],
+)
+def test_bad_records_are_rejected_with_a_code(key: bytes | None, doc: object, code: str) -> None:
+    out = parse(key, doc)
+    assert isinstance(out, Rejection)
+    assert out.code == code
+
+
+def test_rejection_without_command_id_gets_a_source_based_id() -> None:
+    out = parse(b"d", {"name": "n"})
+    assert isinstance(out, Rejection)
+    assert out.command_id == "iot.commands-4-17"
+
+
+def test_none_value_is_rejected() -> None:
+    out = parse_command(b"d", None, timestamp_ms=0, defaults=DEFAULTS)
+    assert isinstance(out, Rejection)
+    assert out.code == "empty_value"
+
+
+@given(key=st.one_of(st.none(), st.binary(max_size=40)), value=st.binary(max_size=300))
+def test_parse_never_raises_on_garbage(key: bytes | None, value: bytes) -> None:
+    out = parse_command(key, value, timestamp_ms=0, defaults=DEFAULTS, source=SRC)
+    assert isinstance(out, Command | Rejection)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    doc=st.fixed_dictionaries(
+        {},
+        optional={
+            "command_id": st.one_of(_json, st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True)),
+            "name": st.one_of(_json, st.sampled_from(["reboot", "set"])),
+            "args": _json,
+            "timeout_ms": _json,
+            "max_attempts": _json,
+            "reply_expected": _json,
+            "ttl_ms": _json,
+        },
+    )
+)
+def test_parse_of_any_json_object_is_command_or_rejection(doc: dict[str, object]) -> None:
+    out = parse(b"dev-1", doc)
+    if isinstance(out, Command):
+        assert out.command_id == doc["command_id"]
+        assert out.timeout_ms >= 1
+        assert out.max_attempts >= 1
+        assert out.deadline > out.created_at
+    else:
+        assert isinstance(out, Rejection)
+        assert out.code
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("dev.1:a_b-c", Target(device_id="dev.1:a_b-c")),
+        ("group:g1", Target(group="g1")),
+        ("group:a/b", None),
+        ("", None),
+        ("a b", None),
+    ],
+)
+def test_parse_target(key: str, expected: Target | None) -> None:
+    assert parse_target(key) == expected
+
+
+def test_state_machine_happy_paths_and_forbidden_moves() -> None:
+    for path in (
+        [None, State.ACCEPTED, State.SENT, State.DELIVERED, State.SUCCEEDED],
+        [None, State.ACCEPTED, State.SENT, State.DELIVERED, State.SENT, State.FAILED],
+        [None, State.ACCEPTED, State.SENT, State.SENT, State.EXPIRED],
+        [None, State.REJECTED],
+        [None, State.ACCEPTED, State.EXPIRED],
+    ):
+        for current, new in itertools.pairwise(path):
+            assert new is not None
+            check_transition(current, new)
+    for current, new in (
+        (None, State.SENT),
+        (State.ACCEPTED, State.DELIVERED),
+        (State.SUCCEEDED, State.SENT),
+        (State.EXPIRED, State.SUCCEEDED),
+        (State.DELIVERED, State.DELIVERED),
+        (State.SENT, State.REJECTED),
+    ):
+        with pytest.raises(InvalidTransitionError):
+            check_transition(current, new)
+    for final in FINAL_STATES:
+        for new in State:
+            with pytest.raises(InvalidTransitionError):
+                check_transition(final, new)
+
+
+def test_status_round_trip_and_command_rebuild() -> None:
+    cmd = parse(b"group:g", {"command_id": "c9", "name": "set", "args": {"v": 1}})
+    assert isinstance(cmd, Command)
+    status = StatusRecord(
+        command_id="c9",
+        state=State.DELIVERED,
+        attempt=2,
+        device_id="group:g",
+        at=5,
+        detail=None,
+        command=cmd.to_record(),
+        sent_at=4,
+        source=SRC,
+        replies={"ok": 3, "error": 1},
+    )
+    raw = encode_status(status)
+    doc = orjson.loads(raw)
+    assert {"state", "attempt", "device_id", "at", "detail"} <= set(doc)
+    back = decode_status(b"c9", raw)
+    assert back == status
+    assert command_from_status(status) == cmd
+
+
+@pytest.mark.parametrize("value", [None, b"", b"[]", b'{"state": "nope"}', b'{"x": 1}'])
+def test_decode_status_returns_none_for_unreadable(value: bytes | None) -> None:
+    assert decode_status(b"k", value) is None
