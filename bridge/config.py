@@ -144,6 +144,14 @@ class BridgeConfig:
         "iot-bridge-commands", "Kafka consumer group of the command path."
     )
     # --- Command path: fields added by the command-path engineer go below this line ------------
+    command_mqtt_client_id: str = _setting(
+        "iot-bridge-commands",
+        "MQTT client id of the command path (its own persistent session: replies that arrive "
+        "while the bridge is down wait there).",
+    )
+    command_max_inflight: int = _setting(
+        1000, "Command publishes in flight to Mosquitto (unacknowledged QoS 1) at most."
+    )
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -202,6 +210,11 @@ class BridgeConfig:
         need(self.command_timeout_ms >= 1, "command_timeout_ms must be >= 1")
         need(self.command_max_attempts >= 1, "command_max_attempts must be >= 1")
         need(bool(self.command_group_id), "command_group_id must not be empty")
+        need(
+            0 < len(self.command_mqtt_client_id) <= 128,
+            "command_mqtt_client_id must be 1-128 characters",
+        )
+        need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
         if problems:
             raise ConfigError("invalid bridge configuration: " + "; ".join(problems))
 
