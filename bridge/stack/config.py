@@ -1,0 +1,116 @@
+"""The launcher's one typed config: defaults < IOT_* environment < command-line flags."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from bridge.stack.errors import StackError
+
+
+def _env(name: str, default: Any, kind: type) -> Any:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if kind is bool:
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise StackError(f"{name}={raw!r} is not a valid {kind.__name__}") from exc
+
+
+def _setting(env: str, default: Any, help_text: str) -> Any:
+    return field(default=default, metadata={"env": env, "help": help_text})
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Where the local stack keeps its data, which ports it listens on, what it starts."""
+
+    data_dir: Path = _setting(
+        "IOT_DATA_DIR", Path("var"), "directory for all data, logs, pid files"
+    )
+    bind_host: str = _setting("IOT_BIND_HOST", "127.0.0.1", "address the servers listen on")
+    mqtt_port: int = _setting("IOT_MQTT_PORT", 1883, "Mosquitto listener port")
+    kafka_port: int = _setting("IOT_KAFKA_PORT", 9092, "Kafka client listener port")
+    kafka_controller_port: int = _setting(
+        "IOT_KAFKA_CONTROLLER_PORT", 0, "KRaft controller port (0 = Kafka port + 1)"
+    )
+    partitions: int = _setting("IOT_PARTITIONS", 12, "partitions of the data topics")
+    kafka_heap: str = _setting("IOT_KAFKA_HEAP", "768m", "Kafka JVM heap (-Xmx)")
+    kafka_retention_hours: int = _setting("IOT_KAFKA_RETENTION_HOURS", 168, "topic retention")
+    start_timeout: float = _setting("IOT_START_TIMEOUT", 90.0, "seconds to wait for each server")
+    mqtt_autosave_interval: int = _setting(
+        "IOT_MQTT_AUTOSAVE_INTERVAL", 5, "seconds between Mosquitto persistence saves"
+    )
+    mqtt_session_expiry: str = _setting(
+        "IOT_MQTT_SESSION_EXPIRY", "14d", "drop persistent sessions unused this long"
+    )
+    mqtt_max_inflight: int = _setting(
+        "IOT_MQTT_MAX_INFLIGHT", 0, "per-client outgoing QoS 1 window (0 = client's Receive Max)"
+    )
+    mqtt_max_queued_messages: int = _setting(
+        "IOT_MQTT_MAX_QUEUED_MESSAGES", 2_000_000, "messages queued per offline/slow session"
+    )
+    mqtt_max_queued_bytes: int = _setting(
+        "IOT_MQTT_MAX_QUEUED_BYTES", 2 * 1024**3, "bytes queued per offline/slow session"
+    )
+    mqtt_max_packet_size: int = _setting(
+        "IOT_MQTT_MAX_PACKET_SIZE", 1024 * 1024, "largest MQTT packet accepted"
+    )
+    with_bridge: bool = _setting("IOT_STACK_BRIDGE", True, "start the bridge with the servers")
+    with_analytics: bool = _setting(
+        "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("mqtt_port", "kafka_port", "kafka_controller_port"):
+            value = getattr(self, name)
+            if not 0 <= value <= 65535:
+                raise StackError(f"{name} must be a TCP port, got {value}")
+        if self.mqtt_port == 0 or self.kafka_port == 0:
+            raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
+        if self.partitions < 1:
+            raise StackError(f"partitions must be >= 1, got {self.partitions}")
+        object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> StackConfig:
+        """Defaults, then IOT_* environment, then the given (non-None) overrides."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            kind = type(f.default)
+            values[f.name] = _env(f.metadata["env"], f.default, kind)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_changes(self, **changes: Any) -> StackConfig:
+        return replace(self, **changes)
+
+    @property
+    def controller_port(self) -> int:
+        return self.kafka_controller_port or self.kafka_port + 1
+
+    @property
+    def connect_host(self) -> str:
+        """The address clients use: the bind address, unless that is a wildcard."""
+        return "127.0.0.1" if self.bind_host in {"0.0.0.0", "::", ""} else self.bind_host
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.connect_host}:{self.kafka_port}"
+
+    @property
+    def mqtt_url(self) -> str:
+        return f"mqtt://{self.connect_host}:{self.mqtt_port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"

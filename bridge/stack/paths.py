@@ -1,0 +1,29 @@
+"""Where the launcher finds its jars and templates.
+
+The project is used from a checkout (`pip install -e .`), so templates and the Maven-fetched jars
+live beside the packages; `IOT_HOME` points elsewhere for an installed copy (the Docker image).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    env = os.environ.get("IOT_HOME")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2]
+
+
+def broker_libs_dir() -> Path:
+    return Path(os.environ.get("IOT_KAFKA_LIBS", project_root() / "kafka" / "broker" / "libs"))
+
+
+def kafka_config_dir() -> Path:
+    return project_root() / "kafka" / "config"
+
+
+def mosquitto_template() -> Path:
+    return project_root() / "mosquitto" / "mosquitto.conf.template"

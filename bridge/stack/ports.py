@@ -1,0 +1,20 @@
+"""Small socket helpers: free ports for tests, reachability for readiness checks."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (another process may still take it before we bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,188 @@
+"""A background server process the launcher starts, finds again later, and stops.
+
+State lives in a pid file (pid + argv), so `iot-stack status` and `down` in a later invocation
+find the processes `up` started; argv is compared with /proc so a reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from bridge.stack.errors import StackError
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.1
+
+
+def _raise_fd_limit() -> None:
+    # Mosquitto with thousands of device connections needs more than the default 1024 fds.
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the state letter follows the parenthesised command name, which may itself contain spaces
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _proc_argv(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+class ManagedProcess:
+    """One named server process with a pid file and a log file under the stack's data dir."""
+
+    def __init__(self, name: str, run_dir: Path, log_path: Path) -> None:
+        self.name = name
+        self.pid_path = run_dir / f"{name}.pid"
+        self.log_path = log_path
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    # -- discovery -------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        """The pid of the running process this pid file describes, or None."""
+        try:
+            record = json.loads(self.pid_path.read_text())
+            pid = int(record["pid"])
+            argv = list(record["argv"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if self._popen is not None and self._popen.pid == pid and self._popen.poll() is not None:
+            return None
+        state = _proc_state(pid)
+        if state is None or state in {"Z", "X"}:
+            return None
+        if _proc_argv(pid) != argv:
+            return None  # the pid was reused by something else
+        return pid
+
+    def running(self) -> bool:
+        return self.pid() is not None
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        if (pid := self.pid()) is not None:
+            raise StackError(f"{self.name} is already running (pid {pid})")
+        self.pid_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log_file:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_file.write(f"\n=== iot-stack: starting {self.name} at {stamp} ===\n".encode())
+            log_file.flush()
+            self._log_offset = log_file.tell()
+            self._popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                # outlives `iot-stack up`; a Ctrl-C in that shell does not reach it
+                start_new_session=True,
+                preexec_fn=_raise_fd_limit,  # noqa: PLW1509 - only setrlimit, no locks taken
+            )
+        argv_seen = _proc_argv(self._popen.pid) or list(argv)
+        self.pid_path.write_text(json.dumps({"pid": self._popen.pid, "argv": argv_seen}))
+        log.info("started %s (pid %d), log %s", self.name, self._popen.pid, self.log_path)
+        return self._popen.pid
+
+    def log_since_start(self) -> str:
+        try:
+            with self.log_path.open("rb") as log_file:
+                log_file.seek(self._log_offset)
+                return log_file.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_since_start() or ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def wait_ready(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait until `check()` is true; fail fast with the log tail if the process dies."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.pid() is None:
+                code = self._popen.poll() if self._popen is not None else None
+                raise StackError(
+                    f"{self.name} exited (code {code}) before it was ready ({what}).\n"
+                    f"Last lines of {self.log_path}:\n{self.log_tail()}"
+                )
+            if check():
+                return
+            if time.monotonic() > deadline:
+                tail = self.log_tail()
+                self.stop()
+                raise StackError(
+                    f"{self.name} was not ready ({what}) within {timeout:.0f} s.\n"
+                    f"Last lines of {self.log_path}:\n{tail}"
+                )
+            time.sleep(_POLL_S)
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM, wait up to `timeout`, then SIGKILL. True if something was running."""
+        pid = self.pid()
+        if pid is None:
+            self._cleanup()
+            return False
+        self._signal(pid, signal.SIGTERM)
+        if not self._wait_gone(timeout):
+            log.warning("%s (pid %d) ignored SIGTERM for %.0f s; killing", self.name, pid, timeout)
+            self._signal(pid, signal.SIGKILL)
+            self._wait_gone(10.0)
+        self._cleanup()
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL at once: the crash the fault tests need."""
+        pid = self.pid()
+        if pid is not None:
+            self._signal(pid, signal.SIGKILL)
+            self._wait_gone(10.0)
+        self._cleanup()
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    def _wait_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._popen is not None:
+                self._popen.poll()  # reap our own child so it does not linger as a zombie
+            if self.pid() is None:
+                return True
+            time.sleep(_POLL_S)
+        return False
+
+    def _cleanup(self) -> None:
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout=1)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_path.unlink()

@@ -1,0 +1,66 @@
+"""The design's Kafka topics, and creating them idempotently."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bridge.stack.errors import StackError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    compacted: bool = False
+    config: dict[str, str] = field(default_factory=dict)
+
+    def topic_config(self) -> dict[str, str]:
+        cfg = dict(self.config)
+        if self.compacted:
+            cfg.setdefault("cleanup.policy", "compact")
+        return cfg
+
+
+# The contract in shared/docs/design.md ("Kafka topics").
+DESIGN_TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec("iot.telemetry"),
+    TopicSpec("iot.events"),
+    TopicSpec("iot.dlq"),
+    TopicSpec("iot.commands"),
+    TopicSpec("iot.command-status", compacted=True),
+    TopicSpec("iot.command-replies"),
+    TopicSpec("iot.commands.dlq"),
+    TopicSpec("iot.presence", compacted=True),
+)
+
+
+def ensure_topics(
+    bootstrap: str,
+    specs: tuple[TopicSpec, ...] | list[TopicSpec] = DESIGN_TOPICS,
+    partitions: int = 12,
+    timeout: float = 30.0,
+) -> list[str]:
+    """Create the topics that do not exist yet; returns the names created."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [
+        NewTopic(s.name, num_partitions=partitions, replication_factor=1, config=s.topic_config())
+        for s in specs
+    ]
+    created: list[str] = []
+    for name, future in admin.create_topics(new, operation_timeout=timeout).items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise StackError(f"could not create topic {name}: {err}") from exc
+    if created:
+        log.info("created topics %s", ", ".join(created))
+    return created
