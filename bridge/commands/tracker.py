@@ -126,6 +126,10 @@ class Tracker:
         entry = self._pending.get(command_id)
         return None if entry is None else entry.attempt
 
+    def partitions(self) -> set[int]:
+        """The ``iot.commands`` partitions the pending commands were read from."""
+        return {e.source.partition for e in self._pending.values() if e.source is not None}
+
     def next_due(self) -> int | None:
         """The earliest time (epoch ms) at which `tick` may have something to do."""
         return self._due[0][0] if self._due else None

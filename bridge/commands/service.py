@@ -1,0 +1,682 @@
+"""`CommandService`: the I/O around the pure tracker.
+
+One worker thread owns the tracker, the Kafka consumer (``iot.commands``) and the Kafka
+producer (status, replies, dead letters). paho's network thread only puts events (PUBACKs,
+replies, connects) on a queue; it never blocks and never touches the tracker.
+
+Delivery rules:
+
+- ``iot.commands`` offsets are stored (``enable.auto.offset.store=False``) only once the
+  command's ``sent`` status (or its ``rejected``/``expired`` status) has been acknowledged by
+  Kafka, in offset order per partition: at-least-once.
+- A reply is PUBACKed to Mosquitto only after its ``iot.command-replies`` record and the
+  resulting status are acknowledged by Kafka, in arrival order; the bridge's MQTT session is
+  persistent, so replies that arrive while it is down wait in Mosquitto.
+- On start the service reads ``iot.command-status`` to its end and adopts what is still
+  pending; a command read again from ``iot.commands`` whose id is known is not resent.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import paho.mqtt.client as mqtt
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from bridge.commands.mapping import (
+    REPLY_SUBSCRIPTION,
+    build_publish,
+    parse_reply,
+    parse_reply_topic,
+)
+from bridge.commands.model import (
+    CommandDefaults,
+    CommandPathError,
+    Rejection,
+    Source,
+    StatusRecord,
+    decode_status,
+    encode_status,
+    parse_command,
+)
+from bridge.commands.tracker import (
+    Action,
+    DeadLetterAction,
+    OrderedCompletion,
+    PublishAction,
+    ReplyAction,
+    StatusAction,
+    Tracker,
+)
+from bridge.config import BridgeConfig, parse_kafka_extra
+
+__all__ = ["CommandService", "StatusSnapshot", "producer_settings", "read_status_snapshot"]
+
+log = logging.getLogger(__name__)
+
+_CONSUME_BATCH = 500
+_IDLE_WAIT_S = 0.005
+
+
+def producer_settings(config: BridgeConfig) -> dict[str, Any]:
+    """librdkafka producer settings of the command path (the design's producer rules)."""
+    settings: dict[str, Any] = {
+        "bootstrap.servers": config.kafka_bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "linger.ms": min(config.kafka_linger_ms, 5),
+        "compression.type": config.kafka_compression,
+        "message.timeout.ms": config.kafka_message_timeout_ms,
+    }
+    settings.update(parse_kafka_extra(config.kafka_extra))
+    return settings
+
+
+@dataclass(slots=True)
+class StatusSnapshot:
+    """The last status of every command id found in ``iot.command-status``."""
+
+    statuses: dict[str, StatusRecord]
+    records: int
+    seconds: float
+
+    def pending(self) -> list[StatusRecord]:
+        return [s for s in self.statuses.values() if not s.final]
+
+
+def read_status_snapshot(
+    config: BridgeConfig, *, timeout_s: float = 60.0, topic: str | None = None
+) -> StatusSnapshot:
+    """Read the compacted status topic from its beginning to its current end."""
+    topic = topic or config.topic_command_status
+    started = time.monotonic()
+    settings: dict[str, Any] = {
+        "bootstrap.servers": config.kafka_bootstrap,
+        "group.id": f"iot-cmd-snapshot-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+    }
+    settings.update(
+        {
+            k: v
+            for k, v in parse_kafka_extra(config.kafka_extra).items()
+            if k.startswith(("security", "sasl", "ssl"))
+        }
+    )
+    consumer = Consumer(settings)
+    statuses: dict[str, StatusRecord] = {}
+    count = 0
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s)
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None:
+            raise CommandPathError(
+                f"status topic {topic!r} is not available: {tmeta and tmeta.error}"
+            )
+        ends: dict[int, int] = {}
+        for p in tmeta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        deadline = started + timeout_s
+        while ends:
+            if time.monotonic() > deadline:
+                raise CommandPathError(f"reading {topic!r} to its end took more than {timeout_s}s")
+            for msg in consumer.consume(1000, 0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("status snapshot: %s", err)
+                    continue
+                count += 1
+                key = msg.key()
+                status = decode_status(key, msg.value())
+                if status is not None:
+                    statuses[status.command_id] = status
+                elif msg.value() is None and key is not None:
+                    statuses.pop(key.decode(errors="replace"), None)
+                p = msg.partition()
+                off = msg.offset()
+                if p is not None and off is not None and p in ends and off + 1 >= ends[p]:
+                    del ends[p]
+    finally:
+        consumer.close()
+    return StatusSnapshot(statuses, count, time.monotonic() - started)
+
+
+@dataclass(frozen=True, slots=True)
+class _Puback:
+    mid: int
+    reason: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Incoming:
+    mid: int
+    qos: int
+    topic: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Connected:
+    reason: int
+    session_present: bool
+
+
+_Event = _Puback | _Incoming | _Connected
+
+
+class CommandService:
+    """The command path of one bridge instance: ``start()``, then ``stop(timeout)``."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        snapshot_timeout_s: float = 60.0,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._snapshot_timeout_s = snapshot_timeout_s
+        self._defaults = CommandDefaults(
+            timeout_ms=config.command_timeout_ms,
+            max_attempts=config.command_max_attempts,
+            max_payload_bytes=config.max_payload_bytes,
+        )
+        self._tracker = Tracker()
+        self._events: queue.Queue[_Event] = queue.Queue()
+        self._stopping = threading.Event()
+        self._connected = threading.Event()
+        self._connect_error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._mqtt: mqtt.Client | None = None
+        self._backlog: list[Action] = []
+        self._mids: dict[int, tuple[str, int]] = {}
+        self._offsets: dict[int, OrderedCompletion[int]] = {}
+        self._acks: OrderedCompletion[int] = OrderedCompletion()
+        self._ack_waits: dict[int, int] = {}
+        self._first_assignment = True
+        self._paused = False
+        self._failure: BaseException | None = None
+        self.stats: dict[str, int] = {
+            "commands": 0,
+            "rejected": 0,
+            "published": 0,
+            "replies": 0,
+            "unknown_replies": 0,
+            "expired": 0,
+            "adopted": 0,
+        }
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Rebuild the pending set, connect MQTT and Kafka, start the worker thread."""
+        if self._thread is not None:
+            raise CommandPathError("CommandService already started")
+        cfg = self.config
+        snapshot = read_status_snapshot(cfg, timeout_s=self._snapshot_timeout_s)
+        now = self._now()
+        for status in snapshot.statuses.values():
+            actions = self._tracker.adopt(status, now)
+            self._backlog.extend(actions)
+        self.stats["adopted"] = len(self._tracker)
+        log.info(
+            "command status snapshot: %d records, %d commands, %d pending, %.2fs",
+            snapshot.records,
+            len(snapshot.statuses),
+            len(self._tracker),
+            snapshot.seconds,
+        )
+        self._producer = Producer(producer_settings(cfg))
+        self._mqtt = self._connect_mqtt()
+        consumer_settings: dict[str, Any] = {
+            "bootstrap.servers": cfg.kafka_bootstrap,
+            "group.id": cfg.command_group_id,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 1000,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+        }
+        consumer_settings.update(
+            {
+                k: v
+                for k, v in parse_kafka_extra(cfg.kafka_extra).items()
+                if k.startswith(("security", "sasl", "ssl"))
+            }
+        )
+        self._consumer = Consumer(consumer_settings)
+        self._consumer.subscribe(
+            [cfg.topic_commands], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        self._thread = threading.Thread(target=self._run, name="iot-commands", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop consuming, flush Kafka, ack what was written, disconnect. Idempotent."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("command service did not stop within %.1fs", timeout)
+        elif self._mqtt is not None:
+            self._close_mqtt()
+
+    @property
+    def pending(self) -> int:
+        """Commands in flight (read from any thread; approximate)."""
+        return len(self._tracker)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The exception that ended the worker thread, if any."""
+        return self._failure
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- MQTT (paho's thread: only enqueue) ------------------------------------------------
+
+    def _connect_mqtt(self) -> mqtt.Client:
+        cfg = self.config
+        client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=cfg.command_mqtt_client_id,
+            protocol=mqtt.MQTTv5,
+            manual_ack=True,
+        )
+        client.max_inflight_messages_set(cfg.command_max_inflight)
+        client.max_queued_messages_set(0)
+        client.reconnect_delay_set(
+            max(1, round(cfg.mqtt_reconnect_min_s)), max(1, round(cfg.mqtt_reconnect_max_s))
+        )
+        if cfg.mqtt_username:
+            client.username_pw_set(cfg.mqtt_username, cfg.mqtt_password or None)
+        client.on_connect = self._on_connect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.on_disconnect = self._on_disconnect
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = cfg.mqtt_session_expiry_s
+        props.ReceiveMaximum = cfg.mqtt_receive_maximum
+        client.connect_async(
+            cfg.mqtt_host,
+            cfg.mqtt_port,
+            keepalive=cfg.mqtt_keepalive_s,
+            clean_start=False,
+            properties=props,
+        )
+        client.loop_start()
+        if not self._connected.wait(30.0) or self._connect_error is not None:
+            client.loop_stop()
+            raise CommandPathError(
+                f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: "
+                f"{self._connect_error or 'timed out'}"
+            )
+        return client
+
+    def _on_connect(
+        self,
+        client: mqtt.Client,
+        userdata: Any,
+        flags: mqtt.ConnectFlags,
+        reason_code: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        if reason_code.is_failure:
+            self._connect_error = str(reason_code)
+            log.error("command path MQTT connect refused: %s", reason_code)
+            self._connected.set()
+            return
+        client.subscribe(REPLY_SUBSCRIPTION, options=SubscribeOptions(qos=1))
+        self._connect_error = None
+        self._connected.set()
+        self._events.put(_Connected(reason_code.value, flags.session_present))
+
+    def _on_disconnect(
+        self,
+        client: mqtt.Client,
+        userdata: Any,
+        flags: mqtt.DisconnectFlags,
+        reason_code: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        if not self._stopping.is_set():
+            log.warning("command path MQTT disconnected: %s (paho reconnects)", reason_code)
+
+    def _on_publish(
+        self,
+        client: mqtt.Client,
+        userdata: Any,
+        mid: int,
+        reason_code: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        self._events.put(_Puback(mid, reason_code.value))
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        self._events.put(_Incoming(msg.mid, msg.qos, msg.topic, bytes(msg.payload)))
+
+    # -- Kafka rebalance (called inside consume(), on the worker thread) --------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assigned = {tp.partition for tp in partitions}
+        log.info("command partitions assigned: %s", sorted(assigned))
+        for p in assigned:
+            self._offsets.setdefault(p, OrderedCompletion())
+        if self._first_assignment:
+            # At start every pending command was adopted; keep those of our partitions.
+            self._first_assignment = False
+            foreign = self._tracker.partitions() - assigned
+            dropped = self._tracker.drop(foreign)
+            if dropped:
+                log.info("left %d pending commands to other instances", dropped)
+            return
+        snapshot = read_status_snapshot(self.config, timeout_s=self._snapshot_timeout_s)
+        now = self._now()
+        for status in snapshot.statuses.values():
+            if status.final or (status.source is not None and status.source.partition in assigned):
+                self._backlog.extend(self._tracker.adopt(status, now))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        revoked = {tp.partition for tp in partitions}
+        log.info("command partitions revoked: %s", sorted(revoked))
+        self._tracker.drop(revoked)
+        for p in revoked:
+            self._offsets.pop(p, None)
+
+    # -- worker thread --------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _run(self) -> None:
+        try:
+            self._execute(self._backlog)
+            self._backlog = []
+            while not self._stopping.is_set():
+                self._step()
+        except BaseException as exc:
+            self._failure = exc
+            log.exception("command service failed")
+        finally:
+            self._shutdown()
+
+    def _step(self) -> None:
+        assert self._consumer is not None
+        assert self._producer is not None
+        busy = self._drain_events()
+        actions = self._tracker.tick(self._now())
+        if self._backlog:
+            actions = self._backlog + actions
+            self._backlog = []
+        if actions:
+            busy = True
+            self._execute(actions)
+        self._flow_control()
+        msgs = self._consumer.consume(_CONSUME_BATCH, 0)
+        if msgs:
+            busy = True
+            self._handle_commands(msgs)
+        self._producer.poll(0)
+        if not busy:
+            wait = _IDLE_WAIT_S
+            due = self._tracker.next_due()
+            if due is not None:
+                wait = max(0.0, min(wait, (due - self._now()) / 1000))
+            try:
+                event = self._events.get(timeout=wait)
+            except queue.Empty:
+                return
+            self._handle_event(event)
+
+    def _flow_control(self) -> None:
+        assert self._consumer is not None
+        limit = self.config.pending_max_messages
+        pending = len(self._tracker)
+        if not self._paused and pending >= limit:
+            self._consumer.pause(self._consumer.assignment())
+            self._paused = True
+            log.warning("command path paused: %d commands pending", pending)
+        elif self._paused and pending < limit * 0.8:
+            self._consumer.resume(self._consumer.assignment())
+            self._paused = False
+            log.info("command path resumed")
+
+    def _drain_events(self) -> bool:
+        handled = 0
+        while handled < 5000:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                break
+            self._handle_event(event)
+            handled += 1
+        return handled > 0
+
+    def _handle_event(self, event: _Event) -> None:
+        now = self._now()
+        if isinstance(event, _Puback):
+            sent = self._mids.pop(event.mid, None)
+            if sent is not None:
+                self._execute(self._tracker.on_puback(sent[0], sent[1], event.reason, now))
+        elif isinstance(event, _Incoming):
+            self._handle_reply(event, now)
+        else:
+            log.info("command path MQTT connected (session present: %s)", event.session_present)
+
+    def _handle_reply(self, event: _Incoming, now: int) -> None:
+        ids = parse_reply_topic(event.topic)
+        if ids is None:
+            log.warning("ignoring a reply on an unexpected topic %r", event.topic)
+            self._ack_now(event)
+            return
+        reply = parse_reply(ids[0], ids[1], event.payload)
+        actions = self._tracker.on_reply(reply, now)
+        self.stats["replies"] += 1
+        if any(isinstance(a, ReplyAction) and a.record["match"] == "unknown" for a in actions):
+            self.stats["unknown_replies"] += 1
+            log.info("reply for an unknown command %s from %s", ids[1], ids[0])
+        writes = sum(isinstance(a, StatusAction | ReplyAction | DeadLetterAction) for a in actions)
+        if event.qos == 0 or writes == 0:
+            self._execute(actions)
+            self._ack_now(event)
+            return
+        self._acks.add(event.mid)
+        self._ack_waits[event.mid] = writes
+        self._execute(actions, ack_mid=event.mid)
+
+    def _ack_now(self, event: _Incoming) -> None:
+        if event.qos == 0 or self._mqtt is None:
+            return
+        self._acks.add(event.mid)
+        self._ack_done(event.mid)
+
+    def _ack_done(self, mid: int) -> None:
+        left = self._ack_waits.get(mid, 1) - 1
+        if left > 0:
+            self._ack_waits[mid] = left
+            return
+        self._ack_waits.pop(mid, None)
+        assert self._mqtt is not None
+        for ready in self._acks.complete(mid):
+            self._mqtt.ack(ready, 1)
+
+    def _handle_commands(self, msgs: list[Message]) -> None:
+        now = self._now()
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("iot.commands consumer: %s", err)
+                continue
+            partition = msg.partition()
+            offset = msg.offset()
+            assert partition is not None
+            assert offset is not None
+            source = Source(partition, offset)
+            self._offsets.setdefault(partition, OrderedCompletion()).add(offset)
+            _, ts = msg.timestamp()
+            parsed = parse_command(
+                msg.key(),
+                msg.value(),
+                timestamp_ms=ts if ts > 0 else now,
+                defaults=self._defaults,
+                source=source,
+                topic=msg.topic() or self.config.topic_commands,
+            )
+            if isinstance(parsed, Rejection):
+                self.stats["rejected"] += 1
+                log.warning(
+                    "rejected command %s (partition %d offset %d): %s %s",
+                    parsed.command_id,
+                    partition,
+                    offset,
+                    parsed.code,
+                    parsed.detail,
+                )
+                self._execute(self._tracker.reject(parsed, now, source))
+            else:
+                self.stats["commands"] += 1
+                self._execute(self._tracker.admit(parsed, now, source))
+
+    # -- executing tracker actions ---------------------------------------------------------
+
+    def _execute(self, actions: list[Action], *, ack_mid: int | None = None) -> None:
+        cfg = self.config
+        for action in actions:
+            if isinstance(action, PublishAction):
+                self._publish(action)
+            elif isinstance(action, StatusAction):
+                status = action.status
+                if status.final and status.state.value == "expired":
+                    self.stats["expired"] += 1
+                self._produce(
+                    cfg.topic_command_status,
+                    status.command_id.encode(),
+                    encode_status(status),
+                    action.release,
+                    ack_mid,
+                )
+            elif isinstance(action, ReplyAction):
+                self._produce(
+                    cfg.topic_command_replies,
+                    action.key.encode(),
+                    orjson.dumps(action.record),
+                    None,
+                    ack_mid,
+                )
+            elif isinstance(action, DeadLetterAction):
+                self._produce(
+                    cfg.topic_commands_dlq,
+                    action.key.encode(),
+                    orjson.dumps(action.record),
+                    None,
+                    ack_mid,
+                )
+            else:
+                self._release(action.source)
+
+    def _publish(self, action: PublishAction) -> None:
+        assert self._mqtt is not None
+        pub = build_publish(action.command, action.attempt, self._now())
+        if pub is None:
+            return  # TTL ran out this very moment: the tracker's next tick expires it
+        props = Properties(PacketTypes.PUBLISH)
+        props.CorrelationData = pub.correlation_data
+        if pub.response_topic is not None:
+            props.ResponseTopic = pub.response_topic
+        props.MessageExpiryInterval = pub.message_expiry_s
+        props.UserProperty = list(pub.user_properties)
+        info = self._mqtt.publish(pub.topic, pub.payload, qos=pub.qos, properties=props)
+        self._mids[info.mid] = (action.command.command_id, action.attempt)
+        self.stats["published"] += 1
+        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+            log.warning("publish of %s returned %s", action.command.command_id, info.rc)
+
+    def _produce(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        release: Source | None,
+        ack_mid: int | None,
+    ) -> None:
+        assert self._producer is not None
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                log.error("write to %s failed: %s", topic, err)
+                return
+            if release is not None:
+                self._release(release)
+            if ack_mid is not None:
+                self._ack_done(ack_mid)
+
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _release(self, source: Source) -> None:
+        tracker = self._offsets.get(source.partition)
+        if tracker is None or self._consumer is None:
+            return  # revoked meanwhile: the new owner reads it again
+        done = tracker.complete(source.offset)
+        if done:
+            tp = TopicPartition(self.config.topic_commands, source.partition, done[-1] + 1)
+            try:
+                self._consumer.store_offsets(offsets=[tp])
+            except Exception as exc:  # noqa: BLE001 - a revoked partition is no failure
+                log.debug("store_offsets(%s) failed: %s", tp, exc)
+
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + max(1.0, self.config.shutdown_timeout_s)
+        if self._producer is not None:
+            # Serve delivery callbacks: they store offsets and ack replies.
+            while len(self._producer) > 0 and time.monotonic() < deadline:
+                self._producer.poll(0.1)
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not mask the cause
+                log.warning("closing the commands consumer failed: %s", exc)
+            self._consumer = None
+        self._close_mqtt()
+
+    def _close_mqtt(self) -> None:
+        if self._mqtt is None:
+            return
+        try:
+            self._mqtt.disconnect()
+            self._mqtt.loop_stop()
+        finally:
+            self._mqtt = None
