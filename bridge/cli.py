@@ -1,0 +1,113 @@
+"""``iot-bridge``: the MQTT -> Kafka telemetry bridge (and, if enabled, the command path)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from bridge import config as config_mod
+from bridge.config import BridgeConfig
+from bridge.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    try:
+        return version("iot-appliance")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="iot-bridge",
+        description=(
+            "Bridge device telemetry from Mosquitto (MQTT 5, persistent session) into Kafka. "
+            "QoS 1 messages are acknowledged only after Kafka confirmed them, in arrival order. "
+            "Every setting can also be given as an IOT_<NAME> environment variable; flags win."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    config_mod.add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        ns = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    try:
+        cfg = config_mod.from_namespace(ns)
+    except ConfigError as exc:
+        print(f"iot-bridge: {exc}", file=sys.stderr)
+        return 2
+    from bridge import logs
+
+    logs.configure(cfg.log_level, cfg.log_format)
+    try:
+        return asyncio.run(_serve(cfg))
+    except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled inside the loop
+        return 0
+
+
+async def _serve(cfg: BridgeConfig) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from bridge.http import HealthServer
+    from bridge.service import TelemetryBridge
+    from bridge.stats import BridgeCollector
+
+    bridge = TelemetryBridge(cfg)
+    registry = CollectorRegistry()
+    registry.register(BridgeCollector(bridge.stats, bridge.gauges, bridge.mqtt_errors))
+    http = HealthServer(
+        cfg.http_host, cfg.http_port, registry, alive=lambda: True, ready=lambda: bridge.ready
+    )
+    try:
+        http.start()
+    except OSError as exc:
+        log.critical("cannot listen on %s:%s: %s", cfg.http_host, cfg.http_port, exc)
+        return 1
+    log.info(
+        "iot-bridge %s: metrics/health on http://%s:%d (/metrics /healthz /readyz)",
+        _version(),
+        cfg.http_host,
+        http.port,
+        extra={"http_port": http.port, "event": "http_listening"},
+    )
+    log.info("settings", extra={"settings": cfg.redacted()})
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, bridge, sig)
+    commands: Any = None
+    if cfg.commands_enabled:
+        from bridge.commands.service import CommandService  # lazy: only when enabled
+
+        commands = CommandService(cfg)
+        commands.start()
+        log.info("command path started")
+    try:
+        code = await bridge.run()
+    finally:
+        if commands is not None:
+            await asyncio.to_thread(commands.stop, cfg.shutdown_timeout_s)
+        http.stop()
+    log.info("exiting with code %d", code)
+    return code
+
+
+def _on_signal(bridge: Any, sig: signal.Signals) -> None:
+    log.info("%s received: stopping gracefully", sig.name)
+    bridge.request_stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

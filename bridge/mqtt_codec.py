@@ -1,0 +1,268 @@
+"""The few MQTT 5 packets the telemetry subscriber speaks, encoded and decoded (pure).
+
+Why our own codec rather than a client library's: the bridge must send PUBACKs only after
+Kafka's delivery report, in arrival order, batched into one socket write per drain. paho-mqtt
+writes one PUBACK per ``ack()`` call; gmqtt has no manual-ack API at all (it acks when
+``on_message`` returns). The subscriber side needs only CONNECT/CONNACK, SUBSCRIBE/SUBACK,
+PUBLISH (QoS 0/1, inbound), PUBACK, PINGREQ/PINGRESP and DISCONNECT, specified in MQTT 5.0
+chapter 3; that is what this module covers, nothing more.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from bridge.errors import BridgeError
+
+# packet types (high nibble of the first byte)
+CONNECT: Final = 1
+CONNACK: Final = 2
+PUBLISH: Final = 3
+PUBACK: Final = 4
+SUBSCRIBE: Final = 8
+SUBACK: Final = 9
+PINGREQ: Final = 12
+PINGRESP: Final = 13
+DISCONNECT: Final = 14
+
+PINGREQ_PACKET: Final = b"\xc0\x00"
+DISCONNECT_NORMAL: Final = b"\xe0\x00"
+
+# property identifiers used here
+_PROP_SESSION_EXPIRY: Final = 0x11
+_PROP_RECEIVE_MAXIMUM: Final = 0x21
+_PROP_MAXIMUM_PACKET_SIZE: Final = 0x27
+
+CONNACK_REASONS: Final = {
+    0x00: "success",
+    0x80: "unspecified error",
+    0x81: "malformed packet",
+    0x82: "protocol error",
+    0x83: "implementation specific error",
+    0x84: "unsupported protocol version",
+    0x85: "client identifier not valid",
+    0x86: "bad user name or password",
+    0x87: "not authorized",
+    0x88: "server unavailable",
+    0x89: "server busy",
+    0x8A: "banned",
+    0x8C: "bad authentication method",
+    0x90: "topic name invalid",
+    0x95: "packet too large",
+    0x97: "quota exceeded",
+    0x99: "payload format invalid",
+    0x9A: "retain not supported",
+    0x9B: "QoS not supported",
+    0x9C: "use another server",
+    0x9D: "server moved",
+    0x9F: "connection rate exceeded",
+}
+
+# CONNACK reasons after which retrying cannot help (credentials, authorization, protocol)
+PERMANENT_CONNACK_REASONS: Final = frozenset({0x84, 0x85, 0x86, 0x87, 0x8A, 0x8C})
+
+
+class MqttProtocolError(BridgeError):
+    """The server sent something this subscriber cannot accept."""
+
+
+def encode_varint(n: int) -> bytes:
+    """MQTT Variable Byte Integer."""
+    if not 0 <= n <= 268435455:
+        raise ValueError(f"varint out of range: {n}")
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def decode_varint(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+    """(value, next position), or None if ``data`` ends inside the integer."""
+    mult = 1
+    value = 0
+    for i in range(4):
+        if pos + i >= len(data):
+            return None
+        byte = data[pos + i]
+        value += (byte & 0x7F) * mult
+        if not byte & 0x80:
+            return value, pos + i + 1
+        mult *= 128
+    raise MqttProtocolError("malformed variable byte integer")
+
+
+def _utf8(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack("!H", len(raw)) + raw
+
+
+def _packet(first_byte: int, body: bytes) -> bytes:
+    return bytes((first_byte,)) + encode_varint(len(body)) + body
+
+
+def encode_connect(
+    client_id: str,
+    *,
+    keepalive: int,
+    clean_start: bool,
+    session_expiry: int,
+    receive_maximum: int,
+    maximum_packet_size: int = 0,
+    username: str = "",
+    password: str = "",
+) -> bytes:
+    """CONNECT (MQTT 5)."""
+    flags = 0
+    if clean_start:
+        flags |= 0x02
+    if username:
+        flags |= 0x80
+    if password:
+        flags |= 0x40
+    props = struct.pack("!BI", _PROP_SESSION_EXPIRY, session_expiry)
+    props += struct.pack("!BH", _PROP_RECEIVE_MAXIMUM, receive_maximum)
+    if maximum_packet_size:
+        props += struct.pack("!BI", _PROP_MAXIMUM_PACKET_SIZE, maximum_packet_size)
+    body = b"\x00\x04MQTT\x05" + struct.pack("!BH", flags, keepalive)
+    body += encode_varint(len(props)) + props
+    body += _utf8(client_id)
+    if username:
+        body += _utf8(username)
+    if password:
+        raw = password.encode("utf-8")
+        body += struct.pack("!H", len(raw)) + raw
+    return _packet(CONNECT << 4, body)
+
+
+def encode_subscribe(packet_id: int, filters: tuple[str, ...], qos: int = 1) -> bytes:
+    """SUBSCRIBE with one options byte (maximum QoS) per filter, no properties."""
+    body = struct.pack("!H", packet_id) + b"\x00"
+    for topic_filter in filters:
+        body += _utf8(topic_filter) + bytes((qos,))
+    return _packet((SUBSCRIBE << 4) | 0x02, body)
+
+
+def encode_puback(packet_id: int) -> bytes:
+    """PUBACK with reason Success (short form: packet id only)."""
+    return bytes((0x40, 0x02, packet_id >> 8, packet_id & 0xFF))
+
+
+def encode_pubacks(packet_ids: list[int]) -> bytes:
+    """Several PUBACKs in one buffer, in the given order (one socket write)."""
+    out = bytearray(4 * len(packet_ids))
+    i = 0
+    for mid in packet_ids:
+        out[i] = 0x40
+        out[i + 1] = 0x02
+        out[i + 2] = mid >> 8
+        out[i + 3] = mid & 0xFF
+        i += 4
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Connack:
+    session_present: bool
+    reason: int
+
+    @property
+    def reason_text(self) -> str:
+        return CONNACK_REASONS.get(self.reason, f"reason 0x{self.reason:02x}")
+
+
+def decode_connack(body: bytes) -> Connack:
+    if len(body) < 2:
+        raise MqttProtocolError("short CONNACK")
+    return Connack(bool(body[0] & 0x01), body[1])
+
+
+def decode_suback(body: bytes) -> tuple[int, list[int]]:
+    """(packet id, reason codes)."""
+    if len(body) < 3:
+        raise MqttProtocolError("short SUBACK")
+    packet_id = (body[0] << 8) | body[1]
+    decoded = decode_varint(body, 2)
+    if decoded is None:
+        raise MqttProtocolError("short SUBACK properties")
+    plen, pos = decoded
+    return packet_id, list(body[pos + plen :])
+
+
+def decode_disconnect_reason(body: bytes) -> int:
+    return body[0] if body else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """An inbound PUBLISH (tests and tools; the hot path decodes inline)."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    packet_id: int
+    dup: bool
+    retain: bool
+
+
+def decode_publish(first_byte: int, body: bytes) -> Publish:
+    """Decode a PUBLISH body (after the fixed header)."""
+    qos = (first_byte >> 1) & 0x03
+    if qos == 3:
+        raise MqttProtocolError("PUBLISH with QoS 3")
+    tlen = (body[0] << 8) | body[1]
+    pos = 2 + tlen
+    topic = body[2:pos].decode("utf-8", "replace")
+    packet_id = 0
+    if qos:
+        packet_id = (body[pos] << 8) | body[pos + 1]
+        pos += 2
+    plen = body[pos]
+    if plen < 0x80:
+        pos += 1 + plen
+    else:
+        decoded = decode_varint(body, pos)
+        if decoded is None:
+            raise MqttProtocolError("short PUBLISH properties")
+        plen, pos = decoded
+        pos += plen
+    return Publish(topic, body[pos:], qos, packet_id, bool(first_byte & 0x08), bool(first_byte & 1))
+
+
+def encode_publish(
+    topic: str, payload: bytes, qos: int, packet_id: int = 0, *, dup: bool = False
+) -> bytes:
+    """PUBLISH (used by tests to feed the decoder)."""
+    body = _utf8(topic)
+    if qos:
+        body += struct.pack("!H", packet_id)
+    body += b"\x00" + payload
+    return _packet((PUBLISH << 4) | (0x08 if dup else 0) | (qos << 1), body)
+
+
+def split_packets(buf: bytearray) -> tuple[list[tuple[int, bytes]], int]:
+    """Cut complete packets off the front of ``buf``: ([(first byte, body)], bytes consumed)."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    size = len(buf)
+    while size - pos >= 2:
+        first = buf[pos]
+        length = buf[pos + 1]
+        start = pos + 2
+        if length & 0x80:
+            decoded = decode_varint(buf, pos + 1)
+            if decoded is None:
+                break
+            length, start = decoded
+        end = start + length
+        if end > size:
+            break
+        out.append((first, bytes(buf[start:end])))
+        pos = end
+    return out, pos

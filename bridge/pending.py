@@ -1,0 +1,71 @@
+"""The in-order acknowledgement window (pure; no client imports).
+
+Every message the bridge takes is appended here in arrival order. Kafka confirms records per
+partition, so confirmations arrive out of arrival order; :meth:`AckWindow.pop_done` releases
+only the confirmed *prefix*, which is what makes PUBACKs go out in arrival order (MQTT 5 4.6).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+
+class Entry:
+    """One pending message. ``delivered`` is the Kafka delivery callback (any thread)."""
+
+    __slots__ = ("done", "error", "generation", "packet_id", "sent_at", "size", "topic")
+
+    def __init__(self, packet_id: int, generation: int, size: int, topic: str) -> None:
+        self.packet_id = packet_id  # 0 = nothing to acknowledge (QoS 0)
+        self.generation = generation
+        self.size = size
+        self.topic = topic
+        self.sent_at = time.monotonic()
+        self.done = False
+        self.error: Any = None
+
+    def delivered(self, error: Any, _msg: Any = None) -> None:
+        self.error = error
+        self.done = True
+
+
+class AckWindow:
+    """Pending messages in arrival order, with counts for the back-pressure bound."""
+
+    def __init__(self) -> None:
+        self._entries: deque[Entry] = deque()
+        self.count = 0
+        self.bytes = 0
+        self.high_water_count = 0
+        self.high_water_bytes = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, entry: Entry) -> None:
+        self._entries.append(entry)
+        self.count += 1
+        self.bytes += entry.size
+        self.high_water_count = max(self.high_water_count, self.count)
+        self.high_water_bytes = max(self.high_water_bytes, self.bytes)
+
+    def pop_done(self) -> list[Entry]:
+        """Remove and return the longest prefix of confirmed entries (ok or failed)."""
+        entries = self._entries
+        out: list[Entry] = []
+        size = 0
+        while entries and entries[0].done:
+            e = entries.popleft()
+            size += e.size
+            out.append(e)
+        self.count -= len(out)
+        self.bytes -= size
+        return out
+
+    def oldest_age(self) -> float:
+        """Seconds the oldest pending message has waited (0 if none)."""
+        if not self._entries:
+            return 0.0
+        return time.monotonic() - self._entries[0].sent_at
