@@ -37,6 +37,18 @@ class Stack:
         self.mosquitto = MosquittoServer(config)
         self.kafka = KafkaServer(config)
 
+    @property
+    def mqtt_host(self) -> str:
+        return self.config.connect_host
+
+    @property
+    def mqtt_port(self) -> int:
+        return self.config.mqtt_port
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.config.kafka_bootstrap
+
     def up(self, progress: Callable[[str], None] = log.info) -> list[str]:
         """Start what is not running yet; returns the names started. All or nothing."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)

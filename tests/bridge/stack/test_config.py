@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.stack.config import StackConfig
+from bridge.stack.errors import StackError
+
+
+def test_defaults_are_the_design_ports() -> None:
+    cfg = StackConfig()
+    assert (cfg.mqtt_port, cfg.kafka_port, cfg.controller_port) == (1883, 9092, 9093)
+    assert cfg.partitions == 12
+    assert cfg.data_dir == Path("var").resolve()
+
+
+def test_env_overrides_defaults_and_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOT_MQTT_PORT", "11883")
+    monkeypatch.setenv("IOT_PARTITIONS", "3")
+    monkeypatch.setenv("IOT_STACK_BRIDGE", "false")
+    cfg = StackConfig.from_env(partitions=6, kafka_port=None)
+    assert cfg.mqtt_port == 11883  # from env
+    assert cfg.partitions == 6  # the flag wins over env
+    assert cfg.kafka_port == 9092  # None means "flag not given"
+    assert cfg.with_bridge is False
+
+
+def test_bad_env_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOT_KAFKA_PORT", "ninety")
+    with pytest.raises(StackError, match="IOT_KAFKA_PORT='ninety'"):
+        StackConfig.from_env()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("mqtt_port", 70000), ("partitions", 0), ("kafka_port", 0)]
+)
+def test_invalid_values_are_rejected(field: str, value: int) -> None:
+    with pytest.raises(StackError):
+        StackConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_wildcard_bind_is_reached_on_loopback() -> None:
+    cfg = StackConfig(bind_host="0.0.0.0", kafka_port=19092)
+    assert cfg.kafka_bootstrap == "127.0.0.1:19092"
+    assert cfg.controller_port == 19093

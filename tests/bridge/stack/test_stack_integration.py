@@ -1,0 +1,196 @@
+"""The launcher against the real servers (issue 2's tests)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from confluent_kafka import Consumer, Producer
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from bridge.stack.launcher import Stack
+from bridge.stack.ports import free_port
+from tests.conftest import Endpoints
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    errors: list[object] = []
+    producer.produce(topic, value, key, on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    assert errors == [None]
+
+
+def _consume_all(bootstrap: str, topic: str, expect: int, timeout: float = 30) -> list[tuple]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[tuple] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < expect and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            got.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_record_round_trips_through_kafka(
+    stack: Endpoints, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory("roundtrip", partitions=3)
+    _produce(stack.kafka_bootstrap, topic, b"d1", b'{"seq": 1}')
+    assert _consume_all(stack.kafka_bootstrap, topic, 1) == [(b"d1", b'{"seq": 1}')]
+
+
+def _session_client(client_id: str) -> mqtt.Client:
+    return mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+
+
+def _connect(client: mqtt.Client, host: str, port: int) -> None:
+    props = Properties(PacketTypes.CONNECT)
+    props.SessionExpiryInterval = 3600
+    client.connect(host, port, clean_start=False, properties=props)
+
+
+def test_queued_qos1_message_survives_mosquitto_restart(
+    local_stack_factory: Callable[..., Stack],
+) -> None:
+    local = local_stack_factory(partitions=1)
+    host, port = local.mqtt_host, local.mqtt_port
+    topic = "devices/d-restart/commands/reboot"
+
+    subscriber = _session_client("persistent-sub")
+    subscribed = threading.Event()
+    subscriber.on_subscribe = lambda *_args: subscribed.set()
+    _connect(subscriber, host, port)
+    subscriber.loop_start()
+    subscriber.subscribe(topic, qos=1)
+    assert subscribed.wait(10)
+    subscriber.disconnect()
+    subscriber.loop_stop()
+
+    publisher = _session_client("publisher")
+    publisher.connect(host, port)
+    publisher.loop_start()
+    info = publisher.publish(topic, b"queued-while-offline", qos=1)
+    info.wait_for_publish(10)
+    assert info.is_published()
+    publisher.disconnect()
+    publisher.loop_stop()
+
+    local.mosquitto.stop()  # SIGTERM: Mosquitto saves its database
+    local.mosquitto.start()
+
+    received: list[bytes] = []
+    got = threading.Event()
+
+    def on_message(_c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        received.append(msg.payload)
+        got.set()
+
+    again = _session_client("persistent-sub")
+    again.on_message = on_message
+    _connect(again, host, port)  # no new subscribe: the session remembers it
+    again.loop_start()
+    try:
+        assert got.wait(15), "the queued message did not survive the restart"
+    finally:
+        again.disconnect()
+        again.loop_stop()
+    assert received == [b"queued-while-offline"]
+
+
+def _cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge.stack.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
+    ports = [
+        "--data-dir", str(tmp_path / "var"),
+        "--mqtt-port", str(free_port()),
+        "--kafka-port", str(free_port()),
+        "--kafka-controller-port", str(free_port()),
+    ]  # fmt: skip
+    up = _cli(["up", *ports])
+    try:
+        assert up.returncode == 0, up.stderr
+        bootstrap = next(
+            line.split()[1] for line in up.stdout.splitlines() if line.startswith("kafka")
+        )
+        status = _cli(["status", *ports])
+        assert status.returncode == 0, status.stdout
+        pids_before = sorted(
+            line.split("pid ")[1].split(")")[0] for line in status.stdout.splitlines()
+        )
+
+        again = _cli(["up", *ports])  # a second `up` starts no second copy
+        assert again.returncode == 0, again.stderr
+        assert "already running" in again.stderr
+        status2 = _cli(["status", *ports])
+        assert (
+            sorted(line.split("pid ")[1].split(")")[0] for line in status2.stdout.splitlines())
+            == pids_before
+        )
+
+        _produce(bootstrap, "iot.telemetry", b"d-keep", b"kept")
+        down = _cli(["down", *ports])
+        assert down.returncode == 0, down.stderr
+        assert _cli(["status", *ports]).returncode == 1  # nothing runs now
+
+        up2 = _cli(["up", *ports])
+        assert up2.returncode == 0, up2.stderr
+        records = _consume_all(bootstrap, "iot.telemetry", 1)
+        assert records == [(b"d-keep", b"kept")]
+    finally:
+        _cli(["down", *ports])
+
+
+def test_taken_kafka_port_fails_fast_with_log_tail(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        args = [
+            "--data-dir", str(tmp_path / "var"),
+            "--mqtt-port", str(free_port()),
+            "--kafka-port", str(taken),
+            "--kafka-controller-port", str(free_port()),
+        ]  # fmt: skip
+        started = time.monotonic()
+        result = _cli(["up", *args])
+        elapsed = time.monotonic() - started
+        status = _cli(["status", *args])
+    assert result.returncode == 1
+    assert "kafka exited" in result.stderr
+    assert "Last lines of" in result.stderr
+    assert "Address already in use" in result.stderr
+    assert elapsed < 60
+    assert "running" not in status.stdout.replace("stopped", "")  # mosquitto was stopped too
