@@ -107,7 +107,7 @@ def test_queued_qos1_message_survives_mosquitto_restart(
     got = threading.Event()
 
     def on_message(_c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
-        received.append(msg.payload)
+        received.append(bytes(msg.payload))
         got.set()
 
     again = _session_client("persistent-sub")
