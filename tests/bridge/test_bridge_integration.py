@@ -1,0 +1,263 @@
+"""The bridge as a real process between real Mosquitto and Kafka (issue 3's required tests)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from bridge.partitioner import partition_for
+from tests.bridge.helpers import (
+    BackgroundPublisher,
+    Publisher,
+    Record,
+    consume,
+    device_prefix,
+    telemetry,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def bridge_topics(
+    topic_factory: Callable[..., str], bootstrap: str | None = None
+) -> dict[str, str]:
+    return {
+        "topic_telemetry": topic_factory("tel", bootstrap=bootstrap),
+        "topic_events": topic_factory("ev", bootstrap=bootstrap),
+        "topic_dlq": topic_factory("dlq", bootstrap=bootstrap),
+        "topic_presence": topic_factory("pres", compacted=True, bootstrap=bootstrap),
+    }
+
+
+def seqs_by_device(records: list[Record]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        assert r.key is not None
+        seq = r.json()["seq"]
+        assert isinstance(seq, int)
+        out[r.key.decode()].append(seq)
+    return out
+
+
+def assert_complete(records: list[Record], devices: list[str], per_device: int) -> Counter[str]:
+    """Every seq of every device present; per device one partition; returns duplicates/device."""
+    by_device = seqs_by_device(records)
+    assert sorted(by_device) == sorted(devices)
+    dups: Counter[str] = Counter()
+    for device, seqs in by_device.items():
+        assert set(seqs) == set(range(per_device)), (
+            f"{device} misses {set(range(per_device)) - set(seqs)}"
+        )
+        dups[device] = len(seqs) - per_device
+    partitions = defaultdict(set)
+    for r in records:
+        assert r.key is not None
+        partitions[r.key].add(r.partition)
+    assert all(len(p) == 1 for p in partitions.values())
+    return dups
+
+
+def test_fleet_every_message_once_keyed_partitioned_in_order(
+    stack: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    topics = bridge_topics(topic_factory)
+    bridge = bridge_factory(**topics)
+    prefix = device_prefix()
+    devices = [f"{prefix}{i:03d}" for i in range(200)]
+    pub = Publisher(stack.mqtt_host, stack.mqtt_port)
+    for seq in range(50):
+        for d in devices:
+            pub.publish(f"devices/{d}/telemetry", telemetry(seq))
+    pub.wait_all()
+    pub.close()
+    records = consume(
+        stack.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= 10_000
+    )
+    assert len(records) == 10_000  # each message exactly once (no failure happened)
+    by_device = seqs_by_device(records)
+    assert sorted(by_device) == sorted(devices)
+    for device, seqs in by_device.items():
+        assert seqs == list(range(50)), device  # in seq order inside the partition
+    for r in records:
+        assert r.key is not None
+        assert r.partition == partition_for(r.key, 12)  # the Java client's partition
+        assert r.headers["mqtt_topic"] == f"devices/{r.key.decode()}/telemetry".encode()
+        assert r.headers["qos"] == b"1"
+        assert int(r.headers["received_at"]) > 0
+    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= 10_000, 30, "all acks")
+    assert bridge.metric("iot_bridge_produced_total", kind="telemetry") == 10_000
+    assert bridge.metric("iot_bridge_pending_messages") == 0
+
+
+BAD_INPUTS = [
+    ("telemetry", b"{not json", "not_json"),
+    ("telemetry", b"[1,2,3]", "not_object"),
+    ("telemetry", b'{"seq": 1, "metrics": {}}', "missing_field"),
+    ("telemetry", b'{"ts": "yesterday", "seq": 1, "metrics": {}}', "wrong_type"),
+    ("telemetry", b'{"ts": 1, "seq": 1, "metrics": {"t": NaN}}', "non_finite"),
+    (
+        "telemetry",
+        b'{"ts": 1, "seq": 1, "metrics": {}, "device_id": "someone-else"}',
+        "device_mismatch",
+    ),
+    ("events", b'{"ts": 1, "seq": 1}', "missing_field"),
+    ("status", b"sleepy", "bad_status"),
+]
+
+
+def test_bad_input_goes_to_dlq_while_good_traffic_continues(
+    stack: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    topics = bridge_topics(topic_factory)
+    bridge = bridge_factory(max_payload_bytes=2048, **topics)
+    prefix = device_prefix()
+    good, bad = f"{prefix}good", f"{prefix}bad"
+    pub = Publisher(stack.mqtt_host, stack.mqtt_port)
+    expected: list[tuple[str, bytes, str, bytes | None]] = []
+    seq = 0
+    for channel, payload, code in BAD_INPUTS:
+        pub.publish(f"devices/{good}/telemetry", telemetry(seq))
+        seq += 1
+        pub.publish(f"devices/{bad}/{channel}", payload)
+        expected.append((f"devices/{bad}/{channel}", payload, code, bad.encode()))
+    oversized = b'{"ts": 1, "seq": 1, "metrics": {}, "pad": "' + b"x" * 3000 + b'"}'
+    pub.publish(f"devices/{bad}/telemetry", oversized)
+    expected.append((f"devices/{bad}/telemetry", oversized, "oversized", bad.encode()))
+    # a bad topic: a device id that breaks the id rule but still matches devices/+/telemetry
+    pub.publish("devices/bad id!/telemetry", b"{}")
+    expected.append(("devices/bad id!/telemetry", b"{}", "bad_topic", None))
+    pub.publish(f"devices/{good}/telemetry", telemetry(seq))
+    seq += 1
+    pub.publish(f"devices/{good}/status", b"online")
+    pub.wait_all()
+    pub.close()
+    dlq = consume(
+        stack.kafka_bootstrap, [topics["topic_dlq"]], until=lambda rs: len(rs) >= len(expected)
+    )
+    got = [
+        (r.headers["mqtt_topic"].decode(), r.value, r.headers["error"].decode(), r.key) for r in dlq
+    ]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+    assert all(r.headers["error_detail"] and int(r.headers["received_at"]) > 0 for r in dlq)
+    tel = consume(
+        stack.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= seq
+    )
+    assert [r.json()["seq"] for r in tel] == list(range(seq))
+    pres = consume(stack.kafka_bootstrap, [topics["topic_presence"]], until=lambda rs: len(rs) >= 1)
+    assert pres[0].key == good.encode()
+    assert orjson.loads(pres[0].value)["online"] is True
+    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= len(expected) + seq + 1, 30, "acks")
+    codes = Counter(code for _, _, code, _ in expected)
+    for code, n in codes.items():
+        assert bridge.metric("iot_bridge_dlq_total", code=code) == n
+    assert bridge.running
+
+
+def test_sigterm_exits_zero_and_loses_nothing(
+    stack: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    topics = bridge_topics(topic_factory)
+    bridge = bridge_factory(**topics)
+    prefix = device_prefix()
+    devices = [f"{prefix}{i:02d}" for i in range(20)]
+    load = BackgroundPublisher(stack.mqtt_host, stack.mqtt_port, devices, 150, rate=1000).start()
+    wait_for(
+        lambda: bridge.metric("iot_bridge_acked_total") >= 800, 30, "traffic through the bridge"
+    )
+    assert bridge.stop() == 0
+    assert any("SIGTERM" in d.get("msg", "") for d in bridge.log_lines())
+    bridge.restart()
+    load.join()
+    records = consume(
+        stack.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= 3000
+    )
+    dups = assert_complete(records, devices, 150)
+    assert sum(dups.values()) == len(records) - 3000
+
+
+def test_kill9_then_restart_misses_no_seq(
+    stack: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    topics = bridge_topics(topic_factory)
+    bridge = bridge_factory(**topics)
+    prefix = device_prefix()
+    devices = [f"{prefix}{i:02d}" for i in range(20)]
+    load = BackgroundPublisher(stack.mqtt_host, stack.mqtt_port, devices, 150, rate=1000).start()
+    wait_for(
+        lambda: bridge.metric("iot_bridge_received_total", channel="telemetry") >= 800,
+        30,
+        "traffic",
+    )
+    assert bridge.kill() == -9
+    bridge.start()
+    load.join()
+    records = consume(
+        stack.kafka_bootstrap,
+        [topics["topic_telemetry"]],
+        until=lambda rs: bool(seqs_ok(rs, devices, 150)),
+    )
+    dups = assert_complete(records, devices, 150)
+    print(f"duplicates after kill -9: {sum(dups.values())}")
+
+
+def seqs_ok(records: list[Record], devices: list[str], per_device: int) -> list[str]:
+    """[] until every device has every seq (used as a consume stop condition)."""
+    have = seqs_by_device(records) if records else {}
+    complete = [d for d in devices if set(have.get(d, [])) >= set(range(per_device))]
+    return complete if len(complete) == len(devices) else []
+
+
+def test_kafka_down_20s_nothing_lost_pending_bounded(
+    local_stack_factory: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    local = local_stack_factory(partitions=3)
+    topics = bridge_topics(topic_factory, bootstrap=local.kafka_bootstrap)
+    bound = 400
+    bridge = bridge_factory(
+        local.mqtt_host,
+        local.mqtt_port,
+        local.kafka_bootstrap,
+        pending_max_messages=bound,
+        mqtt_receive_maximum=1000,
+        **topics,
+    )
+    devices = [f"dev{i:02d}" for i in range(10)]
+    load = BackgroundPublisher(local.mqtt_host, local.mqtt_port, devices, 300, rate=100).start()
+    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= 100, 30, "traffic")
+    local.kafka.stop()
+    acked_at_stop = bridge.metric("iot_bridge_acked_total")
+    wait_for(
+        lambda: bridge.metric("iot_bridge_pending_messages") >= bound,
+        30,
+        "pending to reach the bound",
+    )
+    assert bridge.metric("iot_bridge_reading_paused") == 1
+    load_sent_at_pause = load.sent
+    wait_for(lambda: load.sent >= load_sent_at_pause + 1500, 40, "publishing while Kafka is down")
+    assert bridge.metric("iot_bridge_acked_total") <= acked_at_stop + bound
+    local.kafka.start()
+    load.join()
+    records = consume(
+        local.kafka_bootstrap,
+        [topics["topic_telemetry"]],
+        until=lambda rs: bool(seqs_ok(rs, devices, 300)),
+        timeout=90,
+    )
+    assert_complete(records, devices, 300)
+    assert bridge.running
+    assert bridge.metric("iot_bridge_pending_high_water_messages") <= bound
+    assert bridge.metric("iot_bridge_backpressure_pauses_total") >= 1
+
+
+def test_missing_topic_is_fatal(stack: Any, bridge_factory: Any) -> None:
+    bridge = bridge_factory(topic_telemetry="no.such.topic.for.bridge", wait_ready=False)
+    assert bridge.wait_exit(60) == 1
+    assert any(
+        d.get("level") == "CRITICAL" and "no.such.topic.for.bridge" in d.get("msg", "")
+        for d in bridge.log_lines()
+    )
