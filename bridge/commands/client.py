@@ -12,12 +12,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from bridge.commands.model import CommandPathError, StatusRecord, decode_status
 from bridge.partitioner import partition_for
 
-__all__ = ["CommandClient", "Tail", "command_record", "new_command_id"]
+__all__ = ["CommandClient", "Tail", "command_record", "new_command_id", "watermarks"]
 
 
 def new_command_id() -> str:
@@ -62,6 +70,30 @@ def _consumer(bootstrap: str, extra: Mapping[str, str]) -> Consumer:
     return Consumer(settings)
 
 
+def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
+    """Low and high watermark; retried while a new topic's leader is being elected."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(0.1, deadline - time.monotonic())
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() and exc.args[0].code() not in _LEADER_ERRORS:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+_LEADER_ERRORS = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
+
+
 class Tail:
     """Follow topics from their current end (or beginning), without a consumer group."""
 
@@ -89,9 +121,7 @@ class Tail:
                 else set(meta.partitions)
             )
             for p in sorted(wanted):
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=timeout_s
-                )
+                low, high = watermarks(self._consumer, topic, p, timeout_s)
                 self.ends[(topic, p)] = high
                 start = low if from_beginning else high
                 assignment.append(TopicPartition(topic, p, start if start >= 0 else OFFSET_END))

@@ -136,7 +136,13 @@ class CommandDefaults:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A validated command. ``created_at`` and ``deadline`` are epoch ms (wall clock)."""
+    """A validated command. ``created_at`` and ``deadline`` are epoch ms (wall clock).
+
+    An explicit ``ttl_ms`` counts from ``created_at`` (the record's timestamp unless the
+    record says otherwise). Without one, ``ttl_from_accept`` is set: the TTL is
+    ``timeout_ms x max_attempts`` (one window for a group) and counts from the moment the
+    bridge accepts the command, so every attempt fits however long it waited in Kafka.
+    """
 
     command_id: str
     target: Target
@@ -147,6 +153,7 @@ class Command:
     reply_expected: bool
     created_at: int
     ttl_ms: int
+    ttl_from_accept: bool = False
 
     @property
     def deadline(self) -> int:
@@ -298,6 +305,7 @@ def parse_command(
         reply_expected=reply_expected,
         created_at=created_at,
         ttl_ms=ttl_ms,
+        ttl_from_accept=doc.get("ttl_ms") is None,
     )
 
 

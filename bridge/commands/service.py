@@ -42,6 +42,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from bridge.commands.client import watermarks
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
     build_publish,
@@ -135,7 +136,7 @@ def read_status_snapshot(
             )
         ends: dict[int, int] = {}
         for p in tmeta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            low, high = watermarks(consumer, topic, p, timeout_s)
             if high > low:
                 ends[p] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])

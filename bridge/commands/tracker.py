@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from bridge.commands.mapping import Reply
@@ -156,6 +156,8 @@ class Tracker:
     def admit(self, command: Command, now: int, source: Source | None) -> list[Action]:
         """A command read from ``iot.commands``."""
         cid = command.command_id
+        if command.ttl_from_accept:
+            command = replace(command, created_at=now, ttl_from_accept=False)
         if cid in self._pending or cid in self._recent:
             # Read again after a restart (offsets are committed lazily): already handled.
             return [ReleaseAction(source)] if source is not None else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -58,8 +59,9 @@ def test_full_record_parses() -> None:
         2,
     )
     assert cmd.reply_expected is False
-    # TTL defaults to timeout x attempts, counted from the record timestamp.
+    # TTL defaults to timeout x attempts (counted from acceptance: see the tracker tests)
     assert (cmd.created_at, cmd.ttl_ms, cmd.deadline) == (1_000, 1_400, 2_400)
+    assert cmd.ttl_from_accept
 
 
 def test_defaults_fill_missing_fields() -> None:
@@ -86,6 +88,7 @@ def test_explicit_ttl_and_created_at() -> None:
     cmd = parse(b"d", {"command_id": "c", "name": "n", "ttl_ms": 50, "created_at": 7})
     assert isinstance(cmd, Command)
     assert cmd.deadline == 57
+    assert not cmd.ttl_from_accept
 
 
 @pytest.mark.parametrize(
@@ -233,7 +236,8 @@ def test_status_round_trip_and_command_rebuild() -> None:
     assert {"state", "attempt", "device_id", "at", "detail"} <= set(doc)
     back = decode_status(b"c9", raw)
     assert back == status
-    assert command_from_status(status) == cmd
+    # a rebuilt command has its TTL fixed (the tracker rebased it when it accepted it)
+    assert command_from_status(status) == replace(cmd, ttl_from_accept=False)
 
 
 @pytest.mark.parametrize("value", [None, b"", b"[]", b'{"state": "nope"}', b'{"x": 1}'])

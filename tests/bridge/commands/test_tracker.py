@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -135,6 +136,24 @@ def test_command_already_past_ttl_is_expired_without_sending() -> None:
     assert statuses(out) == [(State.EXPIRED, 0)]
     assert [a.release for a in out if isinstance(a, StatusAction)] == [SRC]
     assert any(isinstance(a, DeadLetterAction) for a in out)
+
+
+def test_default_ttl_counts_from_acceptance_explicit_ttl_from_creation() -> None:
+    t = Tracker()
+    waited = replace(cmd("w", created_at=0), ttl_from_accept=True)
+    out = t.admit(waited, 50_000, SRC)  # read 50 s after it was written
+    assert publishes(out) == [1]
+    sent = next(
+        a.status for a in out if isinstance(a, StatusAction) and a.status.state is State.SENT
+    )
+    assert sent.command is not None
+    assert (sent.command["created_at"], sent.command["ttl_ms"]) == (50_000, 3_000)
+    assert publishes(t.tick(51_000)) == [2]
+    assert publishes(t.tick(52_000)) == [3]
+    explicit = cmd("e", created_at=0, ttl_ms=3_000)
+    out = t.admit(explicit, 50_000, SRC)
+    assert publishes(out) == []
+    assert statuses(out) == [(State.EXPIRED, 0)]
 
 
 def test_duplicate_admission_only_releases_the_offset() -> None:

@@ -1,0 +1,208 @@
+"""Integration tests of the command path: real Mosquitto and Kafka, paho devices."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+import pytest
+
+from bridge.commands.model import State
+from bridge.commands.service import CommandService
+from tests.bridge.commands.conftest import CommandEnv
+from tests.bridge.commands.harness import Received, unique, wait_for
+
+pytestmark = pytest.mark.integration
+
+ServiceFactory = Callable[..., CommandService]
+
+
+def test_online_device_succeeds_and_reply_carries_the_result(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    env = command_env
+    device = env.device().connect()
+    service_factory()
+    cid = env.client.send(device.device_id, "add", {"a": 19, "b": 23}, timeout_ms=5000)
+    final = env.wait_final(cid, 30)
+    assert final.state is State.SUCCEEDED
+    assert final.attempt == 1
+    assert [s.state for s in env.statuses(cid)] == [
+        State.ACCEPTED,
+        State.SENT,
+        State.DELIVERED,
+        State.SUCCEEDED,
+    ]
+    env.records.wait(lambda: len(env.replies(cid)) == 1, 10, "the reply record")
+    [reply] = env.replies(cid)
+    assert reply["device_id"] == device.device_id
+    assert reply["match"] == "matched"
+    assert reply["result"] == {"sum": 42, "by": device.device_id}
+    # what the device saw: MQTT 5 properties and the id inside the JSON for 3.1.1 devices
+    [got] = device.commands()
+    assert got.topic == f"devices/{device.device_id}/commands/add"
+    assert got.command_id == cid
+    assert got.args == {"a": 19, "b": 23, "command_id": cid}
+    assert got.response_topic == f"devices/{device.device_id}/replies/{cid}"
+    assert got.attempt == 1
+    assert got.expiry_s is not None
+    assert 14 <= got.expiry_s <= 15  # the TTL: 3 attempts x 5 s, counted from the send
+
+
+def test_silent_device_gets_max_attempts_then_expired_and_dead_letter(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    env = command_env
+    device = env.device(mode="silent").connect()
+    service_factory()
+    cid = env.client.send(device.device_id, "ping", {}, timeout_ms=500, max_attempts=3)
+    final = env.wait_final(cid, 30)
+    assert final.state is State.EXPIRED
+    assert final.attempt == 3
+    assert final.detail.startswith("max_attempts")
+    wait_for(lambda: len(device.commands()) >= 3, 10, "three deliveries")
+    assert [r.attempt for r in device.commands()] == [1, 2, 3]
+    sent = [s.attempt for s in env.statuses(cid) if s.state is State.SENT]
+    assert sorted(set(sent)) == [1, 2, 3]
+    env.records.wait(lambda: len(env.dead_letters()) == 1, 10, "the DLQ record")
+    [dead] = env.dead_letters()
+    assert (dead["command_id"], dead["device_id"], dead["reason"], dead["attempts"]) == (
+        cid,
+        device.device_id,
+        "max_attempts",
+        3,
+    )
+    assert dead["command"]["name"] == "ping"
+    # a late reply and a reply to an unknown command are recorded, nothing breaks
+    device.reply(device.commands()[0], {"status": "ok", "result": "late"})
+    device.reply(
+        Received("x", "no-such-command", None, {}, None, None),
+        {"status": "ok"},
+    )
+    env.records.wait(
+        lambda: len(env.replies(cid)) == 1 and len(env.replies("no-such-command")) == 1,
+        10,
+        "late and unknown reply records",
+    )
+    assert env.replies(cid)[0]["match"] == "late"
+    assert env.replies("no-such-command")[0]["match"] == "unknown"
+    assert env.final(cid).state is State.EXPIRED
+    # still alive: a new command to an answering device succeeds
+    ok = env.device().connect()
+    cid2 = env.client.send(ok.device_id, "add", {"a": 1, "b": 2})
+    assert env.wait_final(cid2, 20).state is State.SUCCEEDED
+
+
+def test_offline_device_gets_command_within_ttl_but_not_after(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    env = command_env
+    early = env.device("early", persistent=True).connect()
+    late = env.device("late", persistent=True).connect()
+    early.disconnect()
+    late.disconnect()
+    service_factory()
+
+    # back before the TTL: the persistent session hands the command over, the reply succeeds
+    cid = env.client.send(
+        early.device_id, "add", {"a": 2, "b": 3}, timeout_ms=20_000, max_attempts=1
+    )
+    env.records.wait(
+        lambda: State.DELIVERED in [s.state for s in env.statuses(cid)],
+        20,
+        "PUBACK for the offline device's persistent session",
+    )
+    early.connect()
+    final = env.wait_final(cid, 20)
+    assert final.state is State.SUCCEEDED
+    assert [r.command_id for r in early.commands()] == [cid]
+
+    # back after the TTL: the command expired in the bridge and in Mosquitto
+    gone = env.client.send(late.device_id, "add", {"a": 1, "b": 1}, timeout_ms=1000, max_attempts=1)
+    final = env.wait_final(gone, 20)
+    assert final.state is State.EXPIRED
+    assert final.detail.startswith("max_attempts")
+    # Mosquitto's copy expires at publish time + ceil(remaining TTL) = 1 s, on Mosquitto's
+    # whole-second clock: wait until that has surely passed
+    sent_at = next(s.sent_at for s in env.statuses(gone) if s.state is State.SENT)
+    wait_for(lambda: time.time() * 1000 > sent_at + 2100, 5, "the MQTT expiry")
+    late.connect()
+    marker = env.client.send(late.device_id, "add", {"a": 5, "b": 5}, timeout_ms=10_000)
+    assert env.wait_final(marker, 20).state is State.SUCCEEDED
+    # the queued (expired) command would have come first: only the marker arrived
+    assert [r.command_id for r in late.commands()] == [marker]
+    assert [d["command_id"] for d in env.dead_letters()] == [gone]
+
+
+def test_broadcast_to_a_group_of_20_collects_20_replies(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    env = command_env
+    group = unique("floor")
+    devices = [env.device("g", groups=(group,)).connect() for _ in range(20)]
+    outsider = env.device("outsider").connect()
+    service_factory()
+    cid = env.client.send(f"group:{group}", "add", {"a": 40, "b": 2}, timeout_ms=3000)
+    final = env.wait_final(cid, 30)
+    assert final.state is State.SUCCEEDED
+    assert final.device_id == f"group:{group}"
+    assert final.replies == {"ok": 20, "error": 0}
+    replies = env.replies(cid)
+    assert sorted(r["device_id"] for r in replies) == sorted(d.device_id for d in devices)
+    assert all(r["match"] == "matched" and r["result"]["sum"] == 42 for r in replies)
+    for d in devices:
+        [got] = d.commands()
+        assert got.topic == f"groups/{group}/commands/add"
+        assert got.command_id == cid
+    assert outsider.commands() == []
+    # sent once: one publish for the whole group
+    assert [s.attempt for s in env.statuses(cid) if s.state is State.SENT] == [1]
+
+
+def test_bad_input_is_rejected_and_nothing_stops(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    env = command_env
+    device = env.device().connect()
+    service_factory()
+    big = orjson.dumps({"command_id": "big-1", "name": "x", "args": {"blob": "x" * 70_000}})
+    cases: list[tuple[bytes | None, bytes | None, str, str]] = [
+        (b"dev-1", b"{nope", f"{env.config.topic_commands}-", "bad_json"),
+        (
+            b"bad/device",
+            orjson.dumps({"command_id": "bad-key-1", "name": "x"}),
+            "bad-key-1",
+            "bad_device_id",
+        ),
+        (b"dev-1", big, f"{env.config.topic_commands}-", "oversized"),
+        (b"dev-1", orjson.dumps({"command_id": "no-name-1"}), "no-name-1", "bad_name"),
+    ]
+    for key, value, _, _ in cases:
+        env.client.send_raw(key, value)
+    cid = env.client.send(device.device_id, "add", {"a": 1, "b": 1})
+    assert env.wait_final(cid, 30).state is State.SUCCEEDED
+    env.records.wait(
+        lambda: (
+            len(
+                [
+                    s
+                    for s in env.records.statuses(env.config.topic_command_status)
+                    if s.state is State.REJECTED
+                ]
+            )
+            == 4
+        ),
+        10,
+        "four rejections",
+    )
+    rejected = [
+        s
+        for s in env.records.statuses(env.config.topic_command_status)
+        if s.state is State.REJECTED
+    ]
+    got = sorted(((s.detail or "").split(":")[0], s.command_id) for s in rejected)
+    expected = sorted((code, id_prefix) for _, _, id_prefix, code in cases)
+    assert [code for code, _ in got] == [code for code, _ in expected]
+    for (code, command_id), (_, id_prefix) in zip(got, expected, strict=True):
+        assert command_id.startswith(id_prefix), code
