@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -11,12 +12,17 @@ from bridge import __version__
 from bridge.stack.config import StackConfig
 from bridge.stack.errors import StackError
 from bridge.stack.launcher import Stack
+from bridge.stack.topics import DESIGN_TOPICS, ensure_topics
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="iot-stack",
-        description="Start, inspect and stop the local appliance stack (Mosquitto + Kafka).",
+        description=(
+            "Start, inspect and stop the local appliance stack: Mosquitto, Kafka (KRaft), the "
+            "bridge, and optionally the Spark analytics job and simulated devices. Every option "
+            "also reads an IOT_* environment variable (see docs/operations.md)."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
@@ -29,13 +35,43 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-controller-port", type=int, help="KRaft controller port (default Kafka port + 1)"
     )
     common.add_argument("--bind-host", help="address to listen on (default 127.0.0.1)")
+    common.add_argument(
+        "--bridge-http-port", type=int, help="bridge metrics/health port (default 9100)"
+    )
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     up = sub.add_parser("up", parents=[common], help="start the stack and print its endpoints")
     up.add_argument("--partitions", type=int, help="partitions of the data topics (default 12)")
     up.add_argument("--timeout", type=float, help="seconds to wait for each server (default 90)")
+    up.add_argument(
+        "--no-bridge", dest="with_bridge", action="store_false", default=None,
+        help="start only the servers, not the bridge",
+    )  # fmt: skip
+    up.add_argument(
+        "--analytics", dest="with_analytics", action="store_true", default=None,
+        help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
+    )  # fmt: skip
+    up.add_argument("--devices", type=int, help="also run this many simulated devices")
+    up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
+
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser("status", parents=[common], help="show which services run, and where")
+
+    serve = sub.add_parser(
+        "serve", parents=[common],
+        help="run one server in the foreground (container entry point)",
+    )  # fmt: skip
+    serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
+    topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
+    topics.add_argument(
+        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+        help="Kafka to create them on (env IOT_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
+    topics.add_argument(
+        "--partitions", type=int, default=int(os.environ.get("IOT_PARTITIONS", "12")),
+        help="partitions per topic (env IOT_PARTITIONS, default 12)",
+    )  # fmt: skip
     return parser
 
 
@@ -46,13 +82,53 @@ def _config(args: argparse.Namespace) -> StackConfig:
         kafka_port=args.kafka_port,
         kafka_controller_port=args.kafka_controller_port,
         bind_host=args.bind_host,
+        bridge_http_port=args.bridge_http_port,
         partitions=getattr(args, "partitions", None),
         start_timeout=getattr(args, "timeout", None),
+        with_bridge=getattr(args, "with_bridge", None),
+        with_analytics=getattr(args, "with_analytics", None),
+        devices=getattr(args, "devices", None),
+        device_rate=getattr(args, "device_rate", None),
     )
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _serve(config: StackConfig, server: str) -> int:
+    """Replace this process with the server, config rendered as `up` would (for containers)."""
+    if server == "kafka":
+        argv = Stack(config).kafka.command()
+    else:
+        argv = Stack(config).mosquitto.command(log_to_stdout=True)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)  # noqa: S606 - exec of our own server binary
+    return 1  # not reached
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "topics":
+        created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions)
+        _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
+        return 0
+    stack = Stack(_config(args))
+    if args.command == "serve":
+        return _serve(stack.config, args.server)
+    if args.command == "up":
+        stack.up(progress=_say)
+        for name, value in stack.endpoints().items():
+            print(f"{name:10} {value}")
+        return 0
+    if args.command == "down":
+        stopped = stack.down(progress=_say)
+        _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+        return 0
+    statuses = stack.status()
+    for st in statuses:
+        state = f"running (pid {st.pid})" if st.running else "stopped"
+        print(f"{st.name:10} {state:22} {st.endpoint}")
+    return 0 if all(st.running for st in statuses) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,22 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        stack = Stack(_config(args))
-        if args.command == "up":
-            stack.up(progress=_say)
-            for name, value in stack.endpoints().items():
-                print(f"{name:10} {value}")
-            return 0
-        if args.command == "down":
-            stopped = stack.down(progress=_say)
-            _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
-            return 0
-        statuses = stack.status()
-        for st in statuses:
-            state = f"running (pid {st.pid})" if st.running else "stopped"
-            reach = "reachable" if st.reachable else "unreachable"
-            print(f"{st.name:10} {state:22} {st.endpoint:28} {reach}")
-        return 0 if all(st.running for st in statuses) else 1
+        return _run(args)
     except StackError as exc:
         _say(f"iot-stack: error: {exc}")
         return 1

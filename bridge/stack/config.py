@@ -39,6 +39,9 @@ class StackConfig:
     kafka_controller_port: int = _setting(
         "IOT_KAFKA_CONTROLLER_PORT", 0, "KRaft controller port (0 = Kafka port + 1)"
     )
+    kafka_advertised_host: str = _setting(
+        "IOT_KAFKA_ADVERTISED_HOST", "", "host name clients reach Kafka by (default: bind host)"
+    )
     partitions: int = _setting("IOT_PARTITIONS", 12, "partitions of the data topics")
     kafka_heap: str = _setting("IOT_KAFKA_HEAP", "768m", "Kafka JVM heap (-Xmx)")
     kafka_retention_hours: int = _setting("IOT_KAFKA_RETENTION_HOURS", 168, "topic retention")
@@ -62,8 +65,18 @@ class StackConfig:
         "IOT_MQTT_MAX_PACKET_SIZE", 1024 * 1024, "largest MQTT packet accepted"
     )
     with_bridge: bool = _setting("IOT_STACK_BRIDGE", True, "start the bridge with the servers")
+    bridge_http_port: int = _setting(
+        "IOT_STACK_BRIDGE_HTTP_PORT", 9100, "the bridge's metrics and health port"
+    )
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
+    )
+    devices: int = _setting("IOT_STACK_DEVICES", 0, "simulated devices to run (0 = none)")
+    device_rate: float = _setting(
+        "IOT_STACK_DEVICE_RATE", 1.0, "messages per second per simulated device"
+    )
+    device_hours: float = _setting(
+        "IOT_STACK_DEVICE_HOURS", 24.0, "how long the simulated devices run"
     )
 
     def __post_init__(self) -> None:
@@ -106,6 +119,10 @@ class StackConfig:
     @property
     def mqtt_url(self) -> str:
         return f"mqtt://{self.connect_host}:{self.mqtt_port}"
+
+    @property
+    def warehouse_dir(self) -> Path:
+        return self.data_dir / "warehouse"
 
     @property
     def run_dir(self) -> Path:

@@ -55,7 +55,7 @@ class KafkaServer:
         text = template.substitute(
             host=cfg.connect_host,
             bind_host=cfg.bind_host,
-            advertised_host=cfg.connect_host,
+            advertised_host=cfg.kafka_advertised_host or cfg.connect_host,
             port=cfg.kafka_port,
             controller_port=cfg.controller_port,
             log_dirs=self.log_dirs,
@@ -92,10 +92,11 @@ class KafkaServer:
             raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
         return True
 
-    def start(self) -> None:
+    def command(self) -> list[str]:
+        """Render the config, format storage if new, and return the broker's argv."""
         self.render_config()
         self.format_storage()
-        argv = [
+        return [
             self._java(),
             f"-Xmx{self.config.kafka_heap}",
             "-Xms256m",
@@ -109,7 +110,9 @@ class KafkaServer:
             "kafka.Kafka",
             str(self.properties_path),
         ]
-        self.process.start(argv)
+
+    def start(self) -> None:
+        self.process.start(self.command())
         self.process.wait_ready(
             lambda: (
                 READY_LINE in self.process.log_since_start()

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from bridge.stack.app_service import AppService, alive_for, http_ok
 from bridge.stack.config import StackConfig
 from bridge.stack.errors import StackError
 from bridge.stack.kafka_server import KafkaServer
 from bridge.stack.mosquitto_server import MosquittoServer
-from bridge.stack.ports import port_open
+from bridge.stack.process import ManagedProcess
 from bridge.stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    process: ManagedProcess
+
+    def start(self) -> None: ...
+    def stop(self, timeout: float = ...) -> bool: ...
+    def running(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,6 @@ class ServiceStatus:
     name: str
     pid: int | None
     endpoint: str
-    reachable: bool
 
     @property
     def running(self) -> bool:
@@ -30,7 +40,7 @@ class ServiceStatus:
 
 
 class Stack:
-    """Mosquitto + Kafka (+ the appliance's own processes) under one data dir."""
+    """Mosquitto + Kafka, then the appliance's own processes, under one data dir."""
 
     def __init__(self, config: StackConfig) -> None:
         self.config = config
@@ -49,72 +59,153 @@ class Stack:
     def kafka_bootstrap(self) -> str:
         return self.config.kafka_bootstrap
 
+    # -- the services, in start order ----------------------------------------------------------
+    def _app_env(self) -> dict[str, str]:
+        cfg = self.config
+        return {
+            "IOT_MQTT_HOST": cfg.connect_host,
+            "IOT_MQTT_PORT": str(cfg.mqtt_port),
+            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
+            "IOT_LOG_FORMAT": "json",
+        }
+
+    def bridge(self) -> AppService:
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.bridge_http_port}"
+        env = self._app_env() | {
+            "IOT_HTTP_HOST": cfg.connect_host,
+            "IOT_HTTP_PORT": str(cfg.bridge_http_port),
+            "IOT_COMMANDS_ENABLED": "1",
+        }
+        return AppService(
+            cfg,
+            "bridge",
+            [sys.executable, "-m", "bridge.cli"],
+            env=env,
+            ready=lambda: http_ok(f"{url}/readyz"),
+            ready_what=f"{url}/readyz answering 200",
+            endpoint=f"{url}/metrics",
+        )
+
+    def analytics(self) -> AppService:
+        cfg = self.config
+        env = self._app_env() | {
+            "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
+            "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
+        }
+        return AppService(
+            cfg,
+            "analytics",
+            [sys.executable, "-m", "spark_jobs.cli", "stream"],
+            env=env,
+            # Spark has no health port; a broken job dies within seconds of starting
+            ready=lambda: alive_for(15.0),
+            ready_what="the Spark streaming job staying up",
+            endpoint=str(cfg.warehouse_dir),
+        )
+
+    def devices(self) -> AppService:
+        cfg = self.config
+        argv = [
+            sys.executable, "-m", "device_sim.cli", "run",
+            "--devices", str(cfg.devices),
+            "--rate", str(cfg.device_rate),
+            "--duration", str(int(cfg.device_hours * 3600)),
+            "--runs-dir", str(cfg.data_dir / "sim-runs"),
+            "--no-progress",
+        ]  # fmt: skip
+        return AppService(
+            cfg,
+            "devices",
+            argv,
+            env=self._app_env(),
+            ready=lambda: alive_for(3.0),
+            ready_what="the simulator staying up",
+            endpoint=f"{cfg.devices} devices at {cfg.device_rate}/s",
+        )
+
+    def services(self) -> list[tuple[str, Service]]:
+        found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto), ("kafka", self.kafka)]
+        if self.config.with_bridge:
+            found.append(("bridge", self.bridge()))
+        if self.config.with_analytics:
+            found.append(("analytics", self.analytics()))
+        if self.config.devices > 0:
+            found.append(("devices", self.devices()))
+        return found
+
+    def _all_known(self) -> list[tuple[str, Service]]:
+        # `down`/`status` must find whatever an earlier `up` started, whatever its flags.
+        return [
+            ("mosquitto", self.mosquitto),
+            ("kafka", self.kafka),
+            ("bridge", self.bridge()),
+            ("analytics", self.analytics()),
+            ("devices", self.devices()),
+        ]
+
+    # -- life cycle ----------------------------------------------------------------------------
     def up(self, progress: Callable[[str], None] = log.info) -> list[str]:
         """Start what is not running yet; returns the names started. All or nothing."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        started: list[str] = []
-        steps: list[tuple[str, Callable[[], bool], Callable[[], None], Callable[[], object]]] = [
-            ("mosquitto", self.mosquitto.running, self.mosquitto.start, self.mosquitto.stop),
-            ("kafka", self.kafka.running, self.kafka.start, self.kafka.stop),
-        ]
+        started: list[tuple[str, Service]] = []
         try:
-            for name, running, start, _stop in steps:
-                if running():
+            for name, service in self.services():
+                if service.running():
                     progress(f"{name} already running")
                     continue
                 progress(f"starting {name} ...")
-                start()
-                started.append(name)
+                service.start()
+                started.append((name, service))
                 progress(f"{name} ready")
-            created = ensure_topics(
-                self.config.kafka_bootstrap, DESIGN_TOPICS, self.config.partitions
-            )
-            if created:
-                progress(f"created topics: {', '.join(created)}")
+                if name == "kafka":
+                    created = ensure_topics(
+                        self.config.kafka_bootstrap, DESIGN_TOPICS, self.config.partitions
+                    )
+                    if created:
+                        progress(f"created topics: {', '.join(created)}")
         except (StackError, OSError) as exc:
             # Leave nothing half-started behind: stop what this call started, newest first.
-            for name, _running, _start, stop in reversed(steps):
-                if name in started:
-                    stop()
+            for _name, service in reversed(started):
+                service.stop()
             if isinstance(exc, StackError):
                 raise
             raise StackError(str(exc)) from exc
         self._write_endpoints()
-        return started
+        return [name for name, _ in started]
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
         """Stop everything, newest first; returns the names that were running."""
         stopped: list[str] = []
-        for name, stop in (("kafka", self.kafka.stop), ("mosquitto", self.mosquitto.stop)):
-            progress(f"stopping {name} ...")
-            if stop():
-                stopped.append(name)
+        for name, service in reversed(self._all_known()):
+            if service.running():
+                progress(f"stopping {name} ...")
+                if service.stop():
+                    stopped.append(name)
         return stopped
 
     def status(self) -> list[ServiceStatus]:
-        host = self.config.connect_host
+        wanted = {name for name, _ in self.services()}
         return [
-            ServiceStatus(
-                "mosquitto",
-                self.mosquitto.process.pid(),
-                self.config.mqtt_url,
-                port_open(host, self.config.mqtt_port),
-            ),
-            ServiceStatus(
-                "kafka",
-                self.kafka.process.pid(),
-                self.config.kafka_bootstrap,
-                port_open(host, self.config.kafka_port),
-            ),
+            ServiceStatus(name, service.process.pid(), self._endpoint(name, service))
+            for name, service in self._all_known()
+            if name in wanted or service.running()
         ]
 
+    def _endpoint(self, name: str, service: Service) -> str:
+        if name == "mosquitto":
+            return self.config.mqtt_url
+        if name == "kafka":
+            return self.config.kafka_bootstrap
+        return service.endpoint if isinstance(service, AppService) else ""
+
     def endpoints(self) -> dict[str, str]:
-        return {
-            "mqtt": self.config.mqtt_url,
-            "kafka": self.config.kafka_bootstrap,
-            "data_dir": str(self.config.data_dir),
-            "logs": str(self.config.log_dir),
-        }
+        found = {"mqtt": self.config.mqtt_url, "kafka": self.config.kafka_bootstrap}
+        for name, service in self.services()[2:]:
+            found[name] = self._endpoint(name, service)
+        found["data_dir"] = str(self.config.data_dir)
+        found["logs"] = str(self.config.log_dir)
+        return found
 
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"

@@ -31,7 +31,7 @@ class MosquittoServer:
             raise StackError("mosquitto not found: `make setup` installs Debian's package")
         return found
 
-    def render_config(self) -> Path:
+    def render_config(self, log_to_stdout: bool = False) -> Path:
         cfg = self.config
         self.home.mkdir(parents=True, exist_ok=True)
         # Run as whoever runs the stack: as root Mosquitto would otherwise switch to the
@@ -48,14 +48,17 @@ class MosquittoServer:
             max_queued_messages=cfg.mqtt_max_queued_messages,
             max_queued_bytes=cfg.mqtt_max_queued_bytes,
             max_packet_size=cfg.mqtt_max_packet_size,
-            log_file=self.process.log_path,
+            log_dest="stdout" if log_to_stdout else f"file {self.process.log_path}",
         )
         self.conf_path.write_text(text)
         return self.conf_path
 
+    def command(self, log_to_stdout: bool = False) -> list[str]:
+        self.render_config(log_to_stdout)
+        return [self._binary(), "-c", str(self.conf_path)]
+
     def start(self) -> None:
-        self.render_config()
-        self.process.start([self._binary(), "-c", str(self.conf_path)])
+        self.process.start(self.command())
         self.process.wait_ready(
             lambda: (
                 READY_LINE in self.process.log_since_start()

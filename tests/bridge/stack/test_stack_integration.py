@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
         "--mqtt-port", str(free_port()),
         "--kafka-port", str(free_port()),
         "--kafka-controller-port", str(free_port()),
+        "--bridge-http-port", str(free_port()),
     ]  # fmt: skip
     up = _cli(["up", *ports])
     try:
@@ -160,15 +162,37 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             == pids_before
         )
 
-        _produce(bootstrap, "iot.telemetry", b"d-keep", b"kept")
+        # the bridge `up` started carries a device's message into iot.telemetry, keyed by device
+        mqtt_port = ports[ports.index("--mqtt-port") + 1]
+        payload = '{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}'
+        subprocess.run(
+            [
+                "mosquitto_pub",
+                "-p",
+                mqtt_port,
+                "-q",
+                "1",
+                "-t",
+                "devices/d1/telemetry",
+                "-m",
+                payload,
+            ],
+            check=True,
+            timeout=30,
+        )
+        records = _consume_all(bootstrap, "iot.telemetry", 1)
+        assert [(key, json.loads(value)) for key, value in records] == [
+            (b"d1", json.loads(payload))
+        ]
+
         down = _cli(["down", *ports])
         assert down.returncode == 0, down.stderr
         assert _cli(["status", *ports]).returncode == 1  # nothing runs now
 
         up2 = _cli(["up", *ports])
         assert up2.returncode == 0, up2.stderr
-        records = _consume_all(bootstrap, "iot.telemetry", 1)
-        assert records == [(b"d-keep", b"kept")]
+        again_records = _consume_all(bootstrap, "iot.telemetry", 1)
+        assert again_records == records  # the record written before `down` is still there
     finally:
         _cli(["down", *ports])
 

@@ -1,0 +1,37 @@
+# The two commands of the README, and a few conveniences. Every target that needs the tools
+# runs the idempotent set-up first (.ci/setup), so a fresh Debian machine needs nothing else.
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEVICES ?= 200
+RATE ?= 2
+
+.PHONY: setup run stop status test lint unit integration bench
+
+setup:
+	@bash .ci/setup
+
+## The main job: Mosquitto, Kafka, the bridge, the Spark streaming job and simulated devices.
+run: setup
+	$(BIN)/iot-stack up --analytics --devices $(DEVICES) --device-rate $(RATE)
+
+stop:
+	$(BIN)/iot-stack down
+
+status:
+	$(BIN)/iot-stack status
+
+## Everything CI runs: format, lint, types, then every test (unit, integration, spark).
+test: setup lint
+	$(BIN)/pytest
+
+lint:
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -m "not integration and not spark"
+
+bench: setup
+	$(BIN)/python -m bench run --suite ingest
