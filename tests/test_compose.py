@@ -1,0 +1,112 @@
+"""docker-compose.yml checked against the code (no Docker engine runs here, issue 2 item 8)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bridge.config import BridgeConfig
+from bridge.stack.config import StackConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+PACKAGE_OF = {script: target.split(".")[0] for script, target in SCRIPTS.items()}
+
+
+def _env_names_read(script: str) -> set[str]:
+    """The IOT_* names the program behind `script` reads."""
+    if script == "iot-bridge":
+        return {"IOT_" + f.name.upper() for f in fields(BridgeConfig)}
+    if script == "iot-stack":
+        return {f.metadata["env"] for f in fields(StackConfig)} | {
+            "IOT_KAFKA_BOOTSTRAP",  # `iot-stack topics`
+            "IOT_PARTITIONS",
+        }
+    # Other packages read their settings by literal name somewhere in their code.
+    package = ROOT / PACKAGE_OF[script]
+    text = "\n".join(p.read_text() for p in package.rglob("*.py"))
+    return set(re.findall(r"IOT_[A-Z0-9_]+", text)) | _derived_names(text)
+
+
+def _derived_names(text: str) -> set[str]:
+    # configs that build env names as "IOT_" + field name (like BridgeConfig) declare the fields
+    names = re.findall(r"^\s{4}([a-z][a-z0-9_]*)\s*:\s*[A-Za-z]", text, flags=re.MULTILINE)
+    return {"IOT_" + name.upper() for name in names} if '"IOT_"' in text else set()
+
+
+def _env(service: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in (service.get("environment") or {}).items()}
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_command_is_a_real_console_script_that_parses(name: str) -> None:
+    command = SERVICES[name]["command"]
+    script = command[0]
+    assert script in SCRIPTS, f"{name}: {script} is not a [project.scripts] entry"
+    # Run the real entry point with the service's arguments plus --help: argparse rejects an
+    # unknown subcommand or option (exit 2) before it reaches --help (exit 0).
+    module, func = SCRIPTS[script].split(":")
+    code = f"import sys; from {module} import {func}; sys.exit({func}(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, *command[1:], "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, f"{name}: {command} does not parse:\n{result.stderr}"
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_environment_variable_is_read_by_the_program(name: str) -> None:
+    service = SERVICES[name]
+    read = _env_names_read(service["command"][0])
+    unknown = sorted(set(_env(service)) - read)
+    assert not unknown, f"{name} sets {unknown}, which {service['command'][0]} never reads"
+
+
+def _port_flag(name: str, flag: str) -> str:
+    command = SERVICES[name]["command"]
+    return command[command.index(flag) + 1]
+
+
+def test_ports_agree() -> None:
+    mqtt_port = _port_flag("mosquitto", "--mqtt-port")
+    kafka_port = _port_flag("kafka", "--kafka-port")
+    assert SERVICES["mosquitto"]["ports"] == [f"{mqtt_port}:{mqtt_port}"]
+    assert mqtt_port in SERVICES["mosquitto"]["healthcheck"]["test"]
+    assert "9092), 3" in " ".join(SERVICES["kafka"]["healthcheck"]["test"])
+    for name, service in SERVICES.items():
+        env = _env(service)
+        if "IOT_MQTT_HOST" in env:
+            assert env["IOT_MQTT_HOST"] == "mosquitto", name
+            assert env["IOT_MQTT_PORT"] == mqtt_port, name
+        if "IOT_KAFKA_BOOTSTRAP" in env:
+            assert env["IOT_KAFKA_BOOTSTRAP"] == f"kafka:{kafka_port}", name
+    bridge = SERVICES["bridge"]
+    http_port = _env(bridge)["IOT_HTTP_PORT"]
+    assert bridge["ports"] == [f"{http_port}:{http_port}"]
+    assert f"localhost:{http_port}/readyz" in " ".join(bridge["healthcheck"]["test"])
+    assert _env(SERVICES["kafka"])["IOT_KAFKA_ADVERTISED_HOST"] == "kafka"
+
+
+def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() -> None:
+    for name, service in SERVICES.items():
+        for dep, cond in (service.get("depends_on") or {}).items():
+            assert dep in SERVICES, f"{name} depends on unknown {dep}"
+            if cond["condition"] == "service_healthy":
+                assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for package in ("bridge", "device_sim", "spark_jobs", "mosquitto", "kafka"):
+        assert f"COPY {package}/ {package}/" in dockerfile
