@@ -74,17 +74,17 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_in = time.monotonic()
-        buf = self.buf
-        if buf:
-            buf += data
-            view: bytes | bytearray = buf
-        else:
-            view = data
+        self.buf += data
+        self._process()
+
+    def _process(self) -> None:
+        """Decode the complete packets in ``buf``; stop early while paused (back-pressure)."""
+        view = self.buf
         size = len(view)
         pos = 0
         sink = self.owner.sink
         try:
-            while size - pos >= 2:
+            while size - pos >= 2 and not self.paused:
                 first = view[pos]
                 length = view[pos + 1]
                 start = pos + 2
@@ -102,7 +102,7 @@ class _Connection(asyncio.Protocol):
                     qos = (first >> 1) & 0x03
                     tlen = (view[start] << 8) | view[start + 1]
                     i = start + 2 + tlen
-                    topic = bytes(view[start + 2 : i]).decode("utf-8", "replace")
+                    topic = view[start + 2 : i].decode("utf-8", "replace")
                     mid = 0
                     if qos:
                         if qos != 1:
@@ -123,12 +123,11 @@ class _Connection(asyncio.Protocol):
         except (codec.MqttProtocolError, IndexError) as exc:
             log.error("MQTT protocol error, dropping the connection: %s", exc)
             self.owner.errors["protocol"] = self.owner.errors.get("protocol", 0) + 1
+            self.buf.clear()
             self.close()
             return
-        if buf:
-            del buf[:pos]
-        elif pos < size:
-            buf += data[pos:]
+        if pos:
+            del view[:pos]
 
     def _control(self, kind: int, body: bytes) -> None:
         if kind == codec.PINGRESP:
@@ -155,7 +154,9 @@ class _Connection(asyncio.Protocol):
         if self.paused and self.transport is not None:
             self.paused = False
             self.last_in = time.monotonic()
-            self.transport.resume_reading()
+            self._process()  # what was read before the pause comes first
+            if not self.paused and not self.transport.is_closing():
+                self.transport.resume_reading()
 
 
 class Subscriber:

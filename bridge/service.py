@@ -240,17 +240,24 @@ class TelemetryBridge:
                 await self._sleep_unless_stopped(delay)
                 delay = min(delay * 2, 10.0)
         for topic in self._kinds:
-            if self._stop_requested_now():
-                return
-            md = await asyncio.to_thread(producer.list_topics, topic, 10)
-            tmd = md.topics.get(topic)
-            err = None if tmd is None else tmd.error
-            if tmd is None or (err is not None and err.code() != KafkaError.LEADER_NOT_AVAILABLE):
-                raise FatalKafkaError(
-                    f"Kafka topic {topic!r} is not usable ({err}): create it (iot-stack up "
-                    f"creates the design's topics) or point the bridge at another topic "
-                    f"(IOT_TOPIC_*), or grant this client access"
-                )
+            # A topic created a moment ago may not be in every broker's metadata yet: retry
+            # for a short grace period before calling it missing.
+            grace_until = time.monotonic() + 5.0
+            while not self._stop_requested_now():
+                md = await asyncio.to_thread(producer.list_topics, topic, 10)
+                tmd = md.topics.get(topic)
+                err = None if tmd is None else tmd.error
+                if tmd is not None and (
+                    err is None or err.code() == KafkaError.LEADER_NOT_AVAILABLE
+                ):
+                    break
+                if time.monotonic() > grace_until:
+                    raise FatalKafkaError(
+                        f"Kafka topic {topic!r} is not usable ({err}): create it (iot-stack up "
+                        f"creates the design's topics) or point the bridge at another topic "
+                        f"(IOT_TOPIC_*), or grant this client access"
+                    )
+                await self._sleep_unless_stopped(0.25)
         self.kafka_ok = True
         log.info(
             "Kafka %s reachable; topics %s present",
