@@ -499,7 +499,8 @@ def raise_fd_limit(wanted: int) -> int:
 
 def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        # not possible off the main thread (ValueError) or on some platforms
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
 
 
