@@ -11,7 +11,7 @@ import pytest
 from bridge.commands.client import CommandClient
 from bridge.commands.service import CommandService
 from bridge.config import BridgeConfig
-from tests.bridge.commands.harness import Device, Records, unique
+from tests.bridge.commands.harness import Device, Records, forget_session, unique
 
 
 @dataclass
@@ -48,6 +48,20 @@ class CommandEnv:
             for r in self.records.values(self.config.topic_command_replies)
             if r.get("command_id") == command_id
         ]
+
+    def bridge_settings(self) -> dict[str, Any]:
+        """This test's command settings for ``bridge_factory`` (``iot-bridge`` subprocess)."""
+        cfg = self.config
+        names = (
+            "topic_commands",
+            "topic_command_status",
+            "topic_command_replies",
+            "topic_commands_dlq",
+            "command_group_id",
+            "command_mqtt_client_id",
+            "command_timeout_ms",
+        )
+        return {"commands_enabled": True, **{n: getattr(cfg, n) for n in names}}
 
     def dead_letters(self) -> list[dict[str, Any]]:
         return self.records.values(self.config.topic_commands_dlq)
@@ -86,6 +100,9 @@ def command_env(
     yield env
     for device in env.devices:
         device.disconnect()
+        if device.persistent:
+            forget_session(config.mqtt_host, config.mqtt_port, device.device_id)
+    forget_session(config.mqtt_host, config.mqtt_port, config.command_mqtt_client_id)
     records.close()
     client.close()
 

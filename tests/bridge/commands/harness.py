@@ -129,20 +129,38 @@ class Device:
         if self.mode == "answer":
             self.reply(received)
 
-    def reply(self, received: Received, doc: dict[str, Any] | None = None) -> None:
+    def reply(self, received: Received, doc: dict[str, Any] | None = None) -> mqtt.MQTTMessageInfo:
         assert self._client is not None
         topic = received.response_topic or f"devices/{self.device_id}/replies/{received.command_id}"
         body = doc if doc is not None else answer_sum(self.device_id, received)
-        self._client.publish(topic, orjson.dumps(body), qos=1)
+        return self._client.publish(topic, orjson.dumps(body), qos=1)
 
-    def release(self) -> None:
-        """Answer every held command."""
-        for received in self.commands():
-            self.reply(received)
+    def release(self, timeout: float = 10.0) -> None:
+        """Answer every held command; return once Mosquitto has acknowledged the replies."""
+        infos = [self.reply(received) for received in self.commands()]
+        wait_for(lambda: all(i.is_published() for i in infos), timeout, "replies PUBACKed")
 
     def commands(self) -> list[Received]:
         with self._lock:
             return list(self.received)
+
+
+def forget_session(host: str, port: int, client_id: str) -> None:
+    """Remove a persistent MQTT session from Mosquitto (clean start, session expiry 0)."""
+    client = mqtt.Client(
+        mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5
+    )
+    props = Properties(PacketTypes.CONNECT)
+    props.SessionExpiryInterval = 0
+    connected = threading.Event()
+    client.on_connect = lambda *args: connected.set()
+    client.connect(host, port, clean_start=True, properties=props)
+    client.loop_start()
+    try:
+        connected.wait(5)
+    finally:
+        client.disconnect()
+        client.loop_stop()
 
 
 class Records:

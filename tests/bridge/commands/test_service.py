@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -206,3 +207,51 @@ def test_bad_input_is_rejected_and_nothing_stops(
     assert [code for code, _ in got] == [code for code, _ in expected]
     for (code, command_id), (_, id_prefix) in zip(got, expected, strict=True):
         assert command_id.startswith(id_prefix), code
+
+
+def test_bridge_killed_with_100_pending_restarts_and_finishes_every_command(
+    command_env: CommandEnv, bridge_factory: Callable[..., Any]
+) -> None:
+    env = command_env
+    cfg = env.config
+    devices = [env.device("k", mode="hold", persistent=True).connect() for _ in range(10)]
+    bridge = bridge_factory(
+        cfg.mqtt_host, cfg.mqtt_port, cfg.kafka_bootstrap, **env.bridge_settings()
+    )
+    expected: dict[str, tuple[str, int]] = {}
+    for i in range(100):
+        device = devices[i % 10]
+        cid = env.client.send(
+            device.device_id, "add", {"a": i, "b": 1}, timeout_ms=60_000, flush=False
+        )
+        expected[cid] = (device.device_id, i + 1)
+    env.client.flush()
+
+    def all_delivered() -> bool:
+        delivered = {
+            s.command_id
+            for s in env.records.statuses(cfg.topic_command_status)
+            if s.state is State.DELIVERED
+        }
+        return delivered >= set(expected)
+
+    env.records.wait(all_delivered, 60, "100 commands delivered to the devices")
+    assert sum(len(d.commands()) for d in devices) >= 100
+    assert bridge.kill() == -9
+    # the devices answer while the bridge is dead: Mosquitto queues the replies in the
+    # bridge's persistent session
+    for device in devices:
+        device.release()
+    bridge.start()
+
+    def all_final() -> bool:
+        return all(env.final(cid) is not None for cid in expected)
+
+    env.records.wait(all_final, 90, "a final state for all 100 commands")
+    states = {cid: env.final(cid).state for cid in expected}
+    assert set(states.values()) == {State.SUCCEEDED}, states
+    for cid, (device_id, total) in expected.items():
+        matched = [r for r in env.replies(cid) if r["match"] == "matched"]
+        assert len(matched) == 1, (cid, env.replies(cid))
+        assert matched[0]["device_id"] == device_id
+        assert matched[0]["result"]["sum"] == total
