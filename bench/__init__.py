@@ -1,0 +1,1 @@
+"""Benchmarks of the IoT appliance (run on demand: ``python -m bench run --suite ingest``)."""

@@ -1,0 +1,118 @@
+"""``python -m bench``: run the benchmark suites and write their results."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from bench.suite import ALL_CONTENDERS, ROOT, SuiteOptions
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmarks of the IoT appliance, run on demand (never in the test command).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run a suite: starts its own Mosquitto + Kafka on free ports, stops them at the end",
+    )
+    run.add_argument("--suite", choices=["ingest"], default="ingest", help="which suite")
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="short runs (3 s each, 1 KiB only, no 10,000-device run): a smoke test, ~3 min",
+    )
+    run.add_argument("--duration", type=float, help="seconds of load per run (default 10)")
+    run.add_argument("--devices", type=int, default=1000, help="devices in the load (1000)")
+    run.add_argument(
+        "--many-devices", type=int, default=10_000, help="devices of the scaling run (10000)"
+    )
+    run.add_argument(
+        "--payloads",
+        default=None,
+        help="comma-separated payload sizes in bytes (default 1024,200; --quick: 1024)",
+    )
+    run.add_argument(
+        "--contenders",
+        default=",".join(ALL_CONTENDERS),
+        help=f"comma-separated subset of: {', '.join(ALL_CONTENDERS)}",
+    )
+    run.add_argument("--publisher-processes", type=int, default=2, help="publisher processes (2)")
+    run.add_argument(
+        "--window",
+        type=int,
+        default=10_000,
+        help="most messages published but not yet delivered (bounds Mosquitto's backlog)",
+    )
+    run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
+    run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "bench" / "results",
+        help="directory for ingest.json / ingest.md / ingest.png (bench/results)",
+    )
+    run.add_argument(
+        "--data-dir", type=Path, help="where the stack keeps its data (default: a new temp dir)"
+    )
+    run.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    contenders = tuple(c.strip() for c in args.contenders.split(",") if c.strip())
+    unknown = [c for c in contenders if c not in ALL_CONTENDERS]
+    if unknown:
+        print(f"unknown contenders: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        payloads = tuple(
+            int(p) for p in (args.payloads or ("1024" if args.quick else "1024,200")).split(",")
+        )
+    except ValueError:
+        print("--payloads must be comma-separated integers", file=sys.stderr)
+        return 2
+    options = SuiteOptions(
+        quick=args.quick,
+        duration_s=args.duration or (3.0 if args.quick else 10.0),
+        devices=args.devices,
+        many_devices=args.many_devices,
+        payloads=payloads,
+        publisher_processes=args.publisher_processes,
+        window=args.window,
+        contenders=contenders,
+        latency=not args.no_latency,
+        scaling=not args.no_scaling,
+        bridge_processes=(2,) if args.quick else (2, 4),
+        out_dir=args.out,
+        data_dir=args.data_dir,
+    )
+    if args.quick and args.many_devices == 10_000:
+        options = SuiteOptions(**{**options.__dict__, "many_devices": 0})
+    from bench.report import write_all
+    from bench.suite import run_suite
+
+    try:
+        run = run_suite(options)
+    except Exception as exc:  # noqa: BLE001 - the CLI boundary: report, exit 1
+        print(f"bench: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    paths = write_all(run, options.out_dir)
+    print(paths["md"].read_text())
+    for kind, path in paths.items():
+        print(f"wrote {kind}: {path}", file=sys.stderr)
+    failed = [r for r in run.results if r.error]
+    return 1 if failed else 0

@@ -1,0 +1,60 @@
+"""CPU time and peak memory of a process, read from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds the process has used so far (None if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    # after the command name: state is fields[0]; utime, stime are stat fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM) in MiB, None if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+class CpuMeter:
+    """CPU seconds used by a set of processes between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = list(pids)
+        self._start: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+
+    def start(self) -> None:
+        for pid in self.pids:
+            value = cpu_seconds(pid)
+            if value is not None:
+                self._start[pid] = value
+                self._last[pid] = value
+
+    def sample(self) -> None:
+        """Remember the latest reading (call before a process may exit)."""
+        for pid in self.pids:
+            value = cpu_seconds(pid)
+            if value is not None:
+                self._last[pid] = value
+
+    def used(self) -> float | None:
+        self.sample()
+        if not self._start:
+            return None
+        return sum(self._last[p] - self._start[p] for p in self._start)

@@ -1,0 +1,177 @@
+"""Writes a suite run as JSON, a Markdown page and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.results import (
+    LIMIT,
+    OURS,
+    RunResult,
+    find,
+    ratio,
+    runs_table,
+    scaling_table,
+    throughput_table,
+)
+
+
+def to_json(run: Any) -> dict[str, Any]:
+    opts = run.options
+    return {
+        "suite": "ingest",
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "wall_s": run.wall_s,
+        "machine": run.machine,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items()},
+        "results": [r.to_dict() for r in run.results],
+        "curves": run.curves,
+    }
+
+
+def headline(results: list[RunResult], payload: int) -> list[str]:
+    """The issue's targets, stated against this run's numbers."""
+    ours = find(results, OURS, "throughput", payload)
+    limit = find(results, LIMIT, "throughput", payload)
+    naive = find(results, "naive-bridge", "throughput", payload)
+    mqb = find(results, "mq-bridge", "throughput", payload)
+    lines = []
+    r_limit = ratio(ours.msgs_per_s if ours else None, limit.msgs_per_s if limit else None)
+    r_naive = ratio(ours.msgs_per_s if ours else None, naive.msgs_per_s if naive else None)
+    r_mqb = ratio(ours.msgs_per_s if ours else None, mqb.msgs_per_s if mqb else None)
+    if r_limit is not None:
+        lines.append(
+            f"- {payload} B, QoS 1 ack-after-Kafka: our bridge sustains **{r_limit:.2f}** of "
+            f"the same-run Mosquitto one-to-one ceiling (target >= 0.85)."
+        )
+    if r_naive is not None:
+        lines.append(f"- vs the naive bridge: **{r_naive:.1f}x** (target >= 2x).")
+    if r_mqb is not None:
+        lines.append(f"- vs mq-bridge: **{r_mqb:.2f}x** (target > 1).")
+    if ours is not None and ours.lost is not None:
+        lines.append(
+            f"- our bridge lost {ours.lost} and duplicated {ours.duplicates} of "
+            f"{ours.published or 0:,} messages in that run (checked by seq per device)."
+        )
+    return lines
+
+
+def to_markdown(run: Any) -> str:
+    m = run.machine
+    opts = run.options
+    results: list[RunResult] = run.results
+    payloads = list(opts.payloads)
+    lines = [
+        "# Ingest benchmark" + (" (quick)" if opts.quick else ""),
+        "",
+        f"Run {run.started_at} -> {run.finished_at} ({run.wall_s:.0f} s wall).",
+        "",
+        f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB, "
+        f"Linux {m.get('kernel')}, Python {m.get('python')}; {m.get('mosquitto')}; "
+        f"{m.get('kafka')} (KRaft, single node); confluent-kafka {m.get('confluent_kafka')} "
+        f"(librdkafka {m.get('librdkafka')}); paho-mqtt {m.get('paho_mqtt')}; "
+        f"mq-bridge {m.get('mq_bridge')}. Load average before: "
+        f"{' '.join(m.get('loadavg_before', []))}, after: {' '.join(m.get('loadavg_after', []))}.",
+        "",
+        f"Load: {opts.devices:,} devices (one MQTT connection each) published by "
+        f"{opts.publisher_processes} raw-socket publisher processes, "
+        f"{opts.duration_s:g} s per run (first {max(1.0, 0.2 * opts.duration_s):g} s "
+        f"excluded as warm-up), end-to-end window {opts.window:,} messages; "
+        f"Kafka topics with {opts.partitions} partitions, acks=all, idempotent producers.",
+        "",
+    ]
+    for p in payloads[:1]:
+        lines += headline(results, p)
+    lines += [
+        "",
+        "## Throughput, latency, cost",
+        "",
+        "msgs/s = sustained delivery rate (Mosquitto's counting subscriber; Kafka topic high "
+        "watermarks for the bridges); latency = publish -> Kafka append (broker LogAppendTime) "
+        "at half of our QoS 1 maximum, 1 KiB; CPU = the contender's own processes per million "
+        "delivered messages (max over payload sizes); lost/dup/reordered summed over its runs, "
+        "checked by reading the topic back and matching (device, seq).",
+        "",
+        throughput_table(results, payloads),
+        "",
+        "## Scaling of our bridge (QoS 1, shared subscription for several processes)",
+        "",
+        scaling_table(results),
+        "",
+        "## Every run",
+        "",
+        runs_table(results),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(run: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results: list[RunResult] = run.results
+    payloads = list(run.options.payloads)
+    contenders: list[str] = []
+    for res in results:
+        if res.scenario == "throughput" and res.contender not in contenders:
+            contenders.append(res.contender)
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    ax = axes[0]
+    width = 0.8 / max(1, len(payloads))
+    for i, p in enumerate(payloads):
+        values = []
+        for c in contenders:
+            r = find(results, c, "throughput", p)
+            values.append((r.msgs_per_s or 0) if r else 0)
+        xs = [j + i * width for j in range(len(contenders))]
+        ax.bar(xs, values, width=width, label=f"{p} B")
+    ax.set_xticks([j + width * (len(payloads) - 1) / 2 for j in range(len(contenders))])
+    ax.set_xticklabels(contenders, rotation=30, ha="right")
+    ax.set_ylabel("msgs/s")
+    ax.set_title("Sustained throughput")
+    ax.legend()
+
+    ax = axes[1]
+    big = max(payloads)
+    for key, samples in run.curves.items():
+        scenario, contender, payload, procs, _devices = key.split("/")
+        if scenario != "throughput" or int(payload) != big or procs != "1":
+            continue
+        ax.plot([t for t, _ in samples], [n for _, n in samples], label=contender)
+    ax.set_xlabel("seconds since start of publishing")
+    ax.set_ylabel("messages delivered")
+    ax.set_title(f"Delivered over time ({big} B)")
+    ax.legend(fontsize=8)
+
+    ax = axes[2]
+    rows = [r for r in results if r.contender == OURS and r.scenario in ("throughput", "scaling")]
+    rows = [r for r in rows if r.payload_bytes == big]
+    labels = [f"{r.processes} proc\n{r.devices:,} dev" for r in rows]
+    ax.bar(range(len(rows)), [r.msgs_per_s or 0 for r in rows], color="tab:green")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("msgs/s")
+    ax.set_title(f"iot-bridge scaling (QoS 1, {big} B)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_all(run: Any, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = "ingest-quick" if run.options.quick else "ingest"
+    paths = {
+        "json": out_dir / f"{stem}.json",
+        "md": out_dir / f"{stem}.md",
+        "png": out_dir / f"{stem}.png",
+    }
+    paths["json"].write_text(json.dumps(to_json(run), indent=1) + "\n")
+    paths["md"].write_text(to_markdown(run))
+    plot(run, paths["png"])
+    return paths

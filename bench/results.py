@@ -1,0 +1,350 @@
+"""Pure result accounting for the benchmark: percentiles, rates, seq checks, ratios, tables.
+
+Nothing here touches a network or a process; the runners feed it numbers and records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation between closest ranks.
+
+    Same definition as numpy's default (``method="linear"``); None for no values.
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0-100, got {q}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    if lo == hi:
+        return float(ordered[lo])
+    frac = pos - lo
+    return float(ordered[lo] + (ordered[hi] - ordered[lo]) * frac)
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    """value / reference, or None when either is unknown or the reference is not positive."""
+    if value is None or reference is None or reference <= 0:
+        return None
+    return value / reference
+
+
+def steady_rate(samples: Sequence[tuple[float, int]], start: float, end: float) -> float | None:
+    """Messages per second between times ``start`` and ``end`` from (time, cumulative count).
+
+    Uses the last sample at or before each bound (the counter is a step function), so a warm-up
+    before ``start`` and the drain after ``end`` are left out. None when the window holds fewer
+    than two samples or no time passed.
+    """
+    before_start = [s for s in samples if s[0] <= start]
+    before_end = [s for s in samples if s[0] <= end]
+    if not before_start or not before_end:
+        return None
+    t0, c0 = before_start[-1]
+    t1, c1 = before_end[-1]
+    if t1 <= t0:
+        return None
+    return (c1 - c0) / (t1 - t0)
+
+
+@dataclass
+class SeqCheck:
+    """What a consumer-side check found, keyed by device and seq."""
+
+    expected: int = 0
+    received: int = 0
+    distinct: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    reordered: int = 0
+    unexpected: int = 0
+    devices_multi_partition: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return self.lost == 0 and self.unexpected == 0
+
+
+def check_sequences(
+    records: Iterable[tuple[str, int, int]], expected_counts: Mapping[str, int]
+) -> SeqCheck:
+    """Account for records ``(device, seq, partition)`` in consumption order.
+
+    ``expected_counts[device] = n`` means the publisher sent seq 0..n-1 for that device.
+    - lost: expected (device, seq) pairs never seen;
+    - duplicates: records beyond the first of a (device, seq);
+    - reordered: records whose seq is below a seq already seen for the same device in the
+      same partition (order within a partition is what Kafka consumers get);
+    - unexpected: records for an unknown device or a seq outside 0..n-1;
+    - devices_multi_partition: devices whose records span more than one partition.
+    """
+    seen: dict[str, set[int]] = {}
+    high: dict[tuple[str, int], int] = {}
+    partitions: dict[str, set[int]] = {}
+    out = SeqCheck(expected=sum(expected_counts.values()))
+    for device, seq, partition in records:
+        out.received += 1
+        n = expected_counts.get(device)
+        if n is None or not 0 <= seq < n:
+            out.unexpected += 1
+            continue
+        device_seen = seen.setdefault(device, set())
+        if seq in device_seen:
+            out.duplicates += 1
+        else:
+            device_seen.add(seq)
+        key = (device, partition)
+        top = high.get(key)
+        if top is not None and seq < top:
+            out.reordered += 1
+        else:
+            high[key] = seq
+        partitions.setdefault(device, set()).add(partition)
+    out.distinct = sum(len(s) for s in seen.values())
+    out.lost = out.expected - out.distinct
+    out.devices_multi_partition = sum(1 for p in partitions.values() if len(p) > 1)
+    return out
+
+
+@dataclass
+class RunResult:
+    """One contender measured in one scenario. None = not measured / not applicable."""
+
+    contender: str
+    scenario: str  # "throughput", "latency" or "scaling"
+    payload_bytes: int
+    devices: int
+    qos: int
+    processes: int = 1
+    offered_rate: float | None = None
+    duration_s: float | None = None
+    published: int | None = None
+    delivered: int | None = None
+    msgs_per_s: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    cpu_s: float | None = None
+    cpu_s_per_million: float | None = None
+    peak_rss_mb: float | None = None
+    broker_cpu_s: float | None = None
+    lost: int | None = None
+    duplicates: int | None = None
+    reordered: int | None = None
+    devices_multi_partition: int | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def cpu_per_million(cpu_s: float | None, messages: int | None) -> float | None:
+    """CPU seconds per million messages, None when either is unknown or nothing moved."""
+    if cpu_s is None or not messages:
+        return None
+    return cpu_s / messages * 1_000_000
+
+
+def _fmt(value: float | int | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def find(
+    results: Iterable[RunResult],
+    contender: str,
+    scenario: str,
+    payload_bytes: int | None = None,
+    *,
+    processes: int = 1,
+    devices: int | None = None,
+) -> RunResult | None:
+    """The first result matching the given keys (payload/devices None = any)."""
+    for r in results:
+        if (
+            r.contender == contender
+            and r.scenario == scenario
+            and r.processes == processes
+            and (payload_bytes is None or r.payload_bytes == payload_bytes)
+            and (devices is None or r.devices == devices)
+        ):
+            return r
+    return None
+
+
+LIMIT = "mosquitto-limit"
+OURS = "iot-bridge-qos1"
+
+
+def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> str:
+    """Markdown: one row per contender, msgs/s per payload with ratios, costs and checks."""
+    contenders: list[str] = []
+    for res in results:
+        if res.scenario == "throughput" and res.contender not in contenders:
+            contenders.append(res.contender)
+    head = ["contender"]
+    for p in payloads:
+        head += [f"msgs/s {p} B", f"vs limit {p} B", f"vs ours {p} B"]
+    head += [
+        "p50 ms (half load)",
+        "p99 ms (half load)",
+        "CPU s / M msgs",
+        "peak RSS MB",
+        "lost",
+        "dup",
+        "reordered",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in contenders:
+        row = [name]
+        cpu_values: list[float] = []
+        rss_values: list[float] = []
+        lost = dup = reord = 0
+        known_checks = False
+        for p in payloads:
+            r = find(results, name, "throughput", p)
+            limit = find(results, LIMIT, "throughput", p)
+            if r is not None and r.qos == 0:
+                limit = find(results, LIMIT + "-qos0", "throughput", p) or limit
+            ours = find(results, OURS, "throughput", p)
+            rate = r.msgs_per_s if r else None
+            row += [
+                _fmt(rate) if r is None or r.error is None else "failed",
+                _fmt_ratio(ratio(rate, limit.msgs_per_s if limit else None)),
+                _fmt_ratio(ratio(rate, ours.msgs_per_s if ours else None)),
+            ]
+            if r is not None:
+                if r.cpu_s_per_million is not None:
+                    cpu_values.append(r.cpu_s_per_million)
+                if r.peak_rss_mb is not None:
+                    rss_values.append(r.peak_rss_mb)
+                if r.lost is not None:
+                    known_checks = True
+                    lost += r.lost
+                    dup += r.duplicates or 0
+                    reord += r.reordered or 0
+        lat = find(results, name, "latency")
+        row += [
+            _fmt(lat.latency_p50_ms, 1) if lat else "-",
+            _fmt(lat.latency_p99_ms, 1) if lat else "-",
+            _fmt(max(cpu_values), 1) if cpu_values else "-",
+            _fmt(max(rss_values), 0) if rss_values else "-",
+        ]
+        if lat is not None and lat.lost is not None:
+            known_checks = True
+            lost += lat.lost
+            dup += lat.duplicates or 0
+            reord += lat.reordered or 0
+        row += [_fmt(lost), _fmt(dup), _fmt(reord)] if known_checks else ["-", "-", "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def scaling_table(results: Sequence[RunResult]) -> str:
+    """Markdown: our bridge's throughput by processes and devices, ratio to the 1-process run."""
+    rows = [r for r in results if r.contender == OURS and r.scenario in ("throughput", "scaling")]
+    rows.sort(key=lambda r: (r.payload_bytes, r.devices, r.processes))
+    lines = [
+        "| payload B | devices | bridge processes | msgs/s | vs 1 process, 1,000 devices |"
+        " CPU s / M msgs | lost | dup | reordered |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        base = find(results, OURS, "throughput", r.payload_bytes)
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    str(r.payload_bytes),
+                    f"{r.devices:,}",
+                    str(r.processes),
+                    _fmt(r.msgs_per_s) if r.error is None else "failed",
+                    _fmt_ratio(ratio(r.msgs_per_s, base.msgs_per_s if base else None)),
+                    _fmt(r.cpu_s_per_million, 1),
+                    _fmt(r.lost),
+                    _fmt(r.duplicates),
+                    _fmt(r.reordered),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def runs_table(results: Sequence[RunResult]) -> str:
+    """Markdown: every run with its raw figures (the audit trail under the summary)."""
+    head = [
+        "scenario",
+        "contender",
+        "payload B",
+        "devices",
+        "QoS",
+        "procs",
+        "offered/s",
+        "published",
+        "delivered",
+        "msgs/s",
+        "p50 ms",
+        "p99 ms",
+        "CPU s",
+        "broker CPU s",
+        "RSS MB",
+        "lost",
+        "dup",
+        "reord",
+        "notes",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        notes = list(r.notes)
+        if r.error:
+            notes.insert(0, f"error: {r.error}")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r.scenario,
+                    r.contender,
+                    str(r.payload_bytes),
+                    f"{r.devices:,}",
+                    str(r.qos),
+                    str(r.processes),
+                    _fmt(r.offered_rate),
+                    _fmt(r.published),
+                    _fmt(r.delivered),
+                    _fmt(r.msgs_per_s),
+                    _fmt(r.latency_p50_ms, 1),
+                    _fmt(r.latency_p99_ms, 1),
+                    _fmt(r.cpu_s, 1),
+                    _fmt(r.broker_cpu_s, 1),
+                    _fmt(r.peak_rss_mb, 0),
+                    _fmt(r.lost),
+                    _fmt(r.duplicates),
+                    _fmt(r.reordered),
+                    "; ".join(notes).replace("|", "/"),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
