@@ -25,7 +25,14 @@ from confluent_kafka import (
 from bridge.commands.model import CommandPathError, StatusRecord, decode_status
 from bridge.partitioner import partition_for
 
-__all__ = ["CommandClient", "Tail", "command_record", "new_command_id", "watermarks"]
+__all__ = [
+    "CommandClient",
+    "Tail",
+    "command_record",
+    "new_command_id",
+    "topic_metadata",
+    "watermarks",
+]
 
 
 def new_command_id() -> str:
@@ -87,6 +94,19 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float)
             time.sleep(0.1)
 
 
+def topic_metadata(consumer: Consumer, topic: str, timeout_s: float) -> Any:
+    """A topic's metadata with its partitions; retried while a new topic settles."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return meta
+        if time.monotonic() > deadline:
+            detail = "missing" if meta is None else meta.error
+            raise CommandPathError(f"topic {topic!r} is not available: {detail}")
+        time.sleep(0.1)
+
+
 _LEADER_ERRORS = (
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
@@ -111,10 +131,11 @@ class Tail:
         assignment: list[TopicPartition] = []
         self.ends: dict[tuple[str, int], int] = {}
         for topic in topics:
-            meta = self._consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-            if meta is None or meta.error is not None:
+            try:
+                meta = topic_metadata(self._consumer, topic, timeout_s)
+            except CommandPathError:
                 self._consumer.close()
-                raise CommandPathError(f"topic {topic!r} is not available")
+                raise
             wanted = (
                 set(partitions[topic])
                 if partitions and topic in partitions
@@ -236,11 +257,7 @@ class CommandClient:
         """The last status of ``command_id`` (reads its partition of the compacted topic)."""
         probe = _consumer(self.bootstrap, self._extra)
         try:
-            meta = probe.list_topics(self.topic_status, timeout=timeout_s).topics.get(
-                self.topic_status
-            )
-            if meta is None or meta.error is not None:
-                raise CommandPathError(f"topic {self.topic_status!r} is not available")
+            meta = topic_metadata(probe, self.topic_status, timeout_s)
             count = len(meta.partitions)
         finally:
             probe.close()

@@ -42,7 +42,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from bridge.commands.client import watermarks
+from bridge.commands.client import topic_metadata, watermarks
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
     build_publish,
@@ -128,12 +128,7 @@ def read_status_snapshot(
     statuses: dict[str, StatusRecord] = {}
     count = 0
     try:
-        meta = consumer.list_topics(topic, timeout=timeout_s)
-        tmeta = meta.topics.get(topic)
-        if tmeta is None or tmeta.error is not None:
-            raise CommandPathError(
-                f"status topic {topic!r} is not available: {tmeta and tmeta.error}"
-            )
+        tmeta = topic_metadata(consumer, topic, timeout_s)
         ends: dict[int, int] = {}
         for p in tmeta.partitions:
             low, high = watermarks(consumer, topic, p, timeout_s)
