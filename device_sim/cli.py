@@ -254,6 +254,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="at the end, how long to wait for QoS 1 acks (s)",
     )
     r.add_argument(
+        "--no-sync-start",
+        action="store_true",
+        help="let each device start sending as soon as it connects (default: a process's "
+        "devices start together once all are connected, so the rate is steady)",
+    )
+    r.add_argument(
         "--no-offsets",
         action="store_true",
         help="do not read Kafka end offsets at start (verify then scans from the start)",
@@ -358,6 +364,7 @@ def _cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         session_expiry_s=args.session_expiry_s,
         drain_timeout_s=args.drain_timeout_s,
         record_offsets=not args.no_offsets,
+        sync_start=not args.no_sync_start,
     )
     endpoints = _endpoints_from(args)
     with ProgressView(spec.devices, enabled=not args.no_progress) as view:

@@ -72,6 +72,7 @@ class RunOptions:
     keepalive_s: int = 60
     drain_timeout_s: float = 15.0  # at the end: wait this long for QoS 1 acks
     connect_attempts: int = 5
+    sync_start: bool = True  # start sending once every device of the process has connected
     record_offsets: bool = True  # read Kafka end offsets at start (for the verifier)
 
 
@@ -147,6 +148,21 @@ class AckTracker(PersistentStorage):
         return len(self._tags)
 
 
+class StartGate:
+    """Opens when every device of the process has connected (or given up)."""
+
+    def __init__(self, devices: int) -> None:
+        self._left = devices
+        self.opened = asyncio.Event()
+        if devices <= 0:
+            self.opened.set()
+
+    def arrive(self) -> None:
+        self._left -= 1
+        if self._left <= 0:
+            self.opened.set()
+
+
 class ConnectLimiter:
     """Spaces connection attempts ``1/rate`` seconds apart (per process)."""
 
@@ -197,12 +213,14 @@ class SimDevice:
         stats: Stats,
         limiter: ConnectLimiter,
         stop: asyncio.Event,
+        gate: StartGate | None = None,
     ) -> None:
         self.script = script
         self.endpoints = endpoints
         self.options = options
         self.stats = stats
         self.limiter = limiter
+        self.gate = gate
         self.stop = stop
         spec = script.spec
         self.id = script.device_id
@@ -324,6 +342,11 @@ class SimDevice:
             return True
         return False
 
+    async def _wait_gate(self, gate: StartGate) -> None:
+        while not gate.opened.is_set() and not self.stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.opened.wait(), 1.0)
+
     async def _drain(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._tracker.wait_empty(), seconds)
@@ -397,7 +420,12 @@ class SimDevice:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         self._client = self._make_client()
-        if not await self._connect():
+        connected = await self._connect()
+        if self.gate is not None:
+            self.gate.arrive()
+            if connected:
+                await self._wait_gate(self.gate)
+        if not connected:
             return
         script = self.script
         target = loop.time()
@@ -452,6 +480,7 @@ async def run_devices(
 ) -> list[DeviceRecord]:
     """Run the devices ``indices`` on the current loop until their scripts end or ``stop``."""
     limiter = ConnectLimiter(options.connect_rate / max(1, options.processes))
+    gate = StartGate(len(indices)) if options.sync_start else None
     devices = [
         SimDevice(
             DeviceScript(spec, i, run_id),
@@ -460,6 +489,7 @@ async def run_devices(
             stats=stats,
             limiter=limiter,
             stop=stop,
+            gate=gate,
         )
         for i in indices
     ]
