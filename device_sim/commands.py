@@ -123,7 +123,8 @@ class Responder:
             }
         else:
             doc["status"] = "error"
-            doc["result"] = {"device_id": self.device_id, "error": "simulated failure"}
+            doc["error"] = "simulated failure"
+            doc["result"] = {"device_id": self.device_id, "command": command.name}
         topic = command.response_topic or f"devices/{self.device_id}/replies/{command.command_id}"
         return Reply(
             topic=topic,

@@ -80,7 +80,8 @@ def test_failure_rate_and_silence() -> None:
     reply = failing.reply(cmd)
     assert reply is not None
     assert not reply.ok
-    assert orjson.loads(reply.payload)["status"] == "error"
+    doc = orjson.loads(reply.payload)
+    assert (doc["status"], doc["error"]) == ("error", "simulated failure")
     assert Responder("dev-1", random.Random(1), 0.0, 0.0, silent=True).reply(cmd) is None
     half = Responder("dev-1", random.Random(3), 0.0, 0.5, silent=False)
     oks = sum(1 for _ in range(1000) if (r := half.reply(cmd)) is not None and r.ok)

@@ -316,3 +316,97 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
     assert grp_repliers == group0
     assert doc["commands"]["received"] == 2 + len(group0)
     assert doc["commands"]["replied_ok"] == 2 + len(group0)
+
+
+def test_command_path_round_trip_with_simulated_devices(
+    stack: Any, topic_factory: Any, group_factory: Any, tmp_path: Path
+) -> None:
+    """iot.commands -> command service -> simulated devices -> replies -> iot.command-status."""
+    from bridge.commands.client import CommandClient
+    from bridge.commands.service import CommandService
+    from bridge.config import BridgeConfig
+    from device_sim.device import DeviceScript
+
+    prefix = _prefix()
+    spec = FleetSpec(devices=4, seed=2, device_prefix=prefix, silent_fraction=0.5, duration_s=120)
+    silent = {
+        DeviceScript(spec, i, "x").device_id for i in range(4) if DeviceScript(spec, i, "x").silent
+    }
+    assert 0 < len(silent) < 4  # the seed gives both kinds
+    config = BridgeConfig(
+        mqtt_host=stack.mqtt_host,
+        mqtt_port=stack.mqtt_port,
+        kafka_bootstrap=stack.kafka_bootstrap,
+        topic_commands=topic_factory("cmd", partitions=2),
+        topic_command_status=topic_factory("cmdstatus", partitions=2, compacted=True),
+        topic_command_replies=topic_factory("cmdreplies", partitions=2),
+        topic_commands_dlq=topic_factory("cmddlq", partitions=1),
+        command_group_id=group_factory(),
+        command_mqtt_client_id=f"cmd-{prefix}",
+        commands_enabled=True,
+        http_port=0,
+        shutdown_timeout_s=5.0,
+    )
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "device_sim.cli", "run", "--devices", "4", "--rate", "1",
+         "--duration", "120", "--device-prefix", prefix, "--seed", "2", "--silent-fraction", "0.5",
+         "--session-expiry-s", "5", "--reply-latency-ms", "10", "--no-offsets", "--no-progress",
+         "--mqtt-host", stack.mqtt_host, "--mqtt-port", str(stack.mqtt_port),
+         "--runs-dir", str(runs)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    service = CommandService(config)
+    client = CommandClient(
+        config.kafka_bootstrap,
+        topic_commands=config.topic_commands,
+        topic_status=config.topic_command_status,
+        topic_replies=config.topic_command_replies,
+    )
+    online: set[str] = set()
+    watcher = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+
+    def on_status(client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic.split("/")[1].startswith(prefix) and msg.payload == b"online":
+            online.add(msg.topic.split("/")[1])
+
+    watcher.on_message = on_status
+    watcher.connect(stack.mqtt_host, stack.mqtt_port)
+    watcher.loop_start()
+    try:
+        watcher.subscribe("devices/+/status", 1)
+        service.start()
+        _wait_for(lambda: len(online) == 4, 20, "4 devices online")
+        ids = {
+            spec.device_id(i): client.send(
+                spec.device_id(i), "ping", {"n": i}, timeout_ms=1500, max_attempts=1
+            )
+            for i in range(4)
+        }
+        finals: dict[str, str] = {}
+
+        def all_final() -> bool:
+            for device, cid in ids.items():
+                if device not in finals:
+                    status = client.status(cid, timeout_s=5)
+                    if status is not None and status.final:
+                        finals[device] = str(status.state)
+            return len(finals) == 4
+
+        _wait_for(all_final, 30, "every command final")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        watcher.loop_stop()
+        watcher.disconnect()
+        service.stop(10.0)
+        client.close()
+    assert proc.returncode == 0, out.decode()
+    for device, state in finals.items():
+        assert state == ("expired" if device in silent else "succeeded"), (device, state)
+    doc = manifest_io.read(manifest_io.latest(runs))
+    assert {d for d, info in doc["devices"].items() if info["silent"]} == silent
+    assert doc["commands"]["replied_ok"] == 4 - len(silent)
+    assert doc["commands"]["ignored"] == len(silent)
