@@ -29,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, help="seconds of load per run (default 10)")
     run.add_argument("--devices", type=int, default=1000, help="devices in the load (1000)")
     run.add_argument(
-        "--many-devices", type=int, default=10_000, help="devices of the scaling run (10000)"
+        "--many-devices",
+        type=int,
+        default=None,
+        help="devices of the scaling run (10000; --quick: none unless given)",
     )
     run.add_argument(
         "--payloads",
@@ -89,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         duration_s=args.duration or (3.0 if args.quick else 10.0),
         devices=args.devices,
-        many_devices=args.many_devices,
+        many_devices=(0 if args.quick else 10_000)
+        if args.many_devices is None
+        else args.many_devices,
         payloads=payloads,
         publisher_processes=args.publisher_processes,
         window=args.window,
@@ -100,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=args.out,
         data_dir=args.data_dir,
     )
-    if args.quick and args.many_devices == 10_000:
-        options = SuiteOptions(**{**options.__dict__, "many_devices": 0})
     from bench.report import write_all
     from bench.suite import run_suite
 

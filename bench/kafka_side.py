@@ -189,7 +189,8 @@ def verify_topic(
 # -- Kafka's own producer benchmark ----------------------------------------------------------------
 
 _PP_LINE = re.compile(
-    r"(?P<records>\d+) records sent, (?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "
+    r"(?P<records>\d+) (?P<steady>steady state )?records sent, "
+    r"(?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency"
     r"(?:, (?P<p50>\d+) ms 50th, (?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th)?"
 )
@@ -204,17 +205,20 @@ class PerfSummary:
 
 
 def parse_producer_performance(output: str) -> PerfSummary:
-    """The final summary line of ``ProducerPerformance`` (the one with percentiles)."""
-    for line in reversed(output.splitlines()):
-        m = _PP_LINE.search(line)
-        if m and m.group("p50") is not None:
-            return PerfSummary(
-                records=int(m.group("records")),
-                rate=float(m.group("rate")),
-                p50_ms=float(m.group("p50")),
-                p99_ms=float(m.group("p99")),
-            )
-    raise KafkaSideError("no ProducerPerformance summary line in its output")
+    """The summary of ``ProducerPerformance``: the steady-state line (after its warm-up
+    records) if there is one, else the final line with percentiles."""
+    summaries = [m for m in map(_PP_LINE.search, output.splitlines()) if m and m.group("p50")]
+    steady = [m for m in summaries if m.group("steady")]
+    chosen = steady or summaries
+    if not chosen:
+        raise KafkaSideError("no ProducerPerformance summary line in its output")
+    m = chosen[-1]
+    return PerfSummary(
+        records=int(m.group("records")),
+        rate=float(m.group("rate")),
+        p50_ms=float(m.group("p50")),
+        p99_ms=float(m.group("p99")),
+    )
 
 
 def producer_performance_argv(
@@ -240,6 +244,8 @@ def producer_performance_argv(
         str(records),
         "--record-size",
         str(record_size),
+        "--warmup-records",
+        str(records // 5),
         "--throughput",
         str(int(throughput)) if throughput else "-1",
         "--producer-props",
@@ -247,6 +253,7 @@ def producer_performance_argv(
         "acks=all",
         "enable.idempotence=true",
         "linger.ms=5",
+        "batch.size=262144",
         "compression.type=lz4",
     ]
 

@@ -448,7 +448,9 @@ def _say(result: RunResult) -> None:
         if result.cpu_s_per_million is not None:
             parts.append(f"{result.cpu_s_per_million:.1f} CPU s/M")
         if result.lost is not None:
-            parts.append(f"lost {result.lost} dup {result.duplicates} reord {result.reordered}")
+            parts.append(f"lost {result.lost}")
+        if result.duplicates is not None:
+            parts.append(f"dup {result.duplicates} reordered {result.reordered}")
         if result.notes:
             parts.append("(" + "; ".join(result.notes) + ")")
     print("  ".join(parts), file=sys.stderr, flush=True)

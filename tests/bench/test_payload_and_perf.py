@@ -39,5 +39,13 @@ def test_parse_producer_performance_summary() -> None:
     assert s.records == 100_000
     assert s.rate == pytest.approx(9995.003498)
     assert (s.p50_ms, s.p99_ms) == (2.0, 17.0)
+    steady = out + (
+        "80000 steady state records sent, 12385.498645 records/sec (12.10 MB/sec), 2101.63 ms "
+        "avg latency, 3191.00 ms max latency, 2050 ms 50th, 2959 ms 95th, 3082 ms 99th, "
+        "3132 ms 99.9th.\n"
+    )
+    s = parse_producer_performance(steady)
+    assert (s.records, s.p50_ms, s.p99_ms) == (80_000, 2050.0, 3082.0)
+    assert s.rate == pytest.approx(12385.498645)
     with pytest.raises(KafkaSideError):
         parse_producer_performance("nothing useful")
