@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.results import SeqCheck, check_sequences, percentile
+from device_sim.accounting import DeviceExpectation, Expectations, TelemetryRecord, account
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,11 @@ class Verification:
     first_append_ms: int | None = None
     last_append_ms: int | None = None
     notes: list[str] = field(default_factory=list)
+    # the same records through the simulator's verifier (iot-sim verify's accounting)
+    sim_ok: bool | None = None
+    sim_missing: int | None = None
+    sim_duplicates: int | None = None
+    sim_order_violations: int | None = None
 
 
 def verify_topic(
@@ -134,6 +140,7 @@ def verify_topic(
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         remaining = dict(ends)
         triples: list[tuple[str, int, int]] = []
+        sim_records: list[TelemetryRecord] = []
         latencies: list[float] = []
         bad = 0
         first_ms: int | None = None
@@ -164,6 +171,8 @@ def verify_topic(
                 _kind, append_ms = msg.timestamp()
                 if append_ms is None:
                     continue
+                # the simulator numbers seqs from 1, the benchmark load from 0
+                sim_records.append(TelemetryRecord(dev, seq + 1, p, off, append_ms, ts))
                 first_ms = append_ms if first_ms is None else min(first_ms, append_ms)
                 last_ms = append_ms if last_ms is None else max(last_ms, append_ms)
                 if latency_from_ms is not None and ts >= latency_from_ms:
@@ -172,7 +181,15 @@ def verify_topic(
         if remaining:
             notes.append(f"verification timed out with {len(remaining)} partitions unread")
         check = check_sequences(triples, expected)
+        sim = account(
+            Expectations({d: DeviceExpectation(sent=n) for d, n in expected.items()}),
+            sim_records,
+        )
         return Verification(
+            sim_ok=sim.ok,
+            sim_missing=sim.missing,
+            sim_duplicates=sim.duplicates,
+            sim_order_violations=sim.order_violations,
             check=check,
             records=len(triples),
             latency_p50_ms=percentile(latencies, 50),

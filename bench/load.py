@@ -238,6 +238,9 @@ class LoadGenerator:
                 self.kill()
                 raise LoadError("publisher processes did not connect in time") from exc
 
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
     def go(self) -> None:
         self._go.set()
 

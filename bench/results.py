@@ -135,7 +135,8 @@ class RunResult:
     cpu_s: float | None = None
     cpu_s_per_million: float | None = None
     peak_rss_mb: float | None = None
-    broker_cpu_s: float | None = None
+    broker_cpu_s: float | None = None  # Mosquitto's CPU seconds during the run
+    load_cpu_s: float | None = None  # the publisher processes' CPU seconds
     lost: int | None = None
     duplicates: int | None = None
     reordered: int | None = None
@@ -308,7 +309,8 @@ def runs_table(results: Sequence[RunResult]) -> str:
         "p50 ms",
         "p99 ms",
         "CPU s",
-        "broker CPU s",
+        "Mosquitto CPU s",
+        "publishers CPU s",
         "RSS MB",
         "lost",
         "dup",
@@ -338,6 +340,7 @@ def runs_table(results: Sequence[RunResult]) -> str:
                     _fmt(r.latency_p99_ms, 1),
                     _fmt(r.cpu_s, 1),
                     _fmt(r.broker_cpu_s, 1),
+                    _fmt(r.load_cpu_s, 1),
                     _fmt(r.peak_rss_mb, 0),
                     _fmt(r.lost),
                     _fmt(r.duplicates),

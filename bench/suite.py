@@ -281,9 +281,11 @@ class Runner:
             cpu = CpuMeter(sink.pids())
             mosq_pid = self.stack.mosquitto_pid()
             broker = CpuMeter([mosq_pid] if mosq_pid else [])
+            load_cpu = CpuMeter(load.pids())
             samples: list[tuple[float, int]] = [(0.0, 0)]
             cpu.start()
             broker.start()
+            load_cpu.start()
             latency_from = time.time_ns() // 1_000_000 + int(warmup * 1000)
             if isinstance(sink, CounterSink):
                 sink.set_latency_from(latency_from)
@@ -295,6 +297,7 @@ class Runner:
                 load.set_delivered(d)
                 samples.append((elapsed, d))
                 if elapsed >= duration + 0.3:
+                    load_cpu.sample()
                     break
                 time.sleep(0.05)
             report = load.finish()
@@ -317,6 +320,7 @@ class Runner:
             drain_s = samples[-1][0] - duration
             result.cpu_s = cpu.used()
             result.broker_cpu_s = broker.used()
+            result.load_cpu_s = load_cpu.used()
             result.notes.extend(sink.stop())
             result.peak_rss_mb = sink.peak_rss_mb()
             result.published = report.published
@@ -362,6 +366,14 @@ class Runner:
                         f"{c.devices_multi_partition} devices span several partitions"
                     )
                 result.notes.extend(v.notes)
+                sim = (v.sim_missing, v.sim_duplicates, v.sim_order_violations)
+                if sim != (c.lost, c.duplicates, c.reordered):
+                    result.notes.append(
+                        f"iot-sim accounting counts missing/dup/order {sim[0]}/{sim[1]}/{sim[2]}"
+                    )
+                result.notes.append(
+                    "iot-sim accounting: " + ("ok" if v.sim_ok else "FAILED (see JSON)")
+                )
         except Exception as exc:
             log.exception("%s %s %s B failed", scenario, contender, payload)
             result.error = f"{type(exc).__name__}: {str(exc)[:300]}"
