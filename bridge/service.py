@@ -1,10 +1,10 @@
 """The telemetry path: MQTT (Mosquitto) -> Kafka, acknowledged only once Kafka holds it.
 
-Threads: the asyncio event loop owns the MQTT connection, the mapping, ``produce()`` and the
-PUBACKs; one "kafka-poll" thread calls ``Producer.poll()`` so delivery reports run, marks
-entries done and wakes the loop (one ``call_soon_threadsafe`` per poll batch). The loop then
-releases the confirmed prefix of the :class:`~bridge.pending.AckWindow` and sends its PUBACKs
-in one write.
+One thread does the work: the asyncio event loop owns the MQTT connection, the mapping,
+``produce()``, ``Producer.poll()`` (every ~1 ms while messages are pending, so delivery reports
+run here) and the PUBACKs. After each poll it releases the confirmed prefix of the
+:class:`~bridge.pending.AckWindow` and sends its PUBACKs in one write. A "kafka-health" thread
+only probes Kafka while it looks unreachable (probes block).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ _FATAL_DELIVERY_CODES = frozenset(
     }
 )
 _RESUME_FRACTION = 0.8
+_FAST_TICK_S = 0.001
+_IDLE_TICK_S = 0.1
 
 
 def producer_config(config: BridgeConfig) -> dict[str, Any]:
@@ -92,7 +94,8 @@ class TelemetryBridge:
         self._stopping = False
         self._stop_requested: asyncio.Event | None = None
         self._drained: asyncio.Event | None = None
-        self._drain_scheduled = False
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._tick_fast = False
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._fatal: str | None = None
@@ -188,8 +191,11 @@ class TelemetryBridge:
             return 1
         if self._stop_requested.is_set():
             return 0
-        self._poll_thread = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
+        self._poll_thread = threading.Thread(
+            target=self._health_loop, name="kafka-health", daemon=True
+        )
         self._poll_thread.start()
+        self._tick()
         self.subscriber = Subscriber(
             self,
             host=cfg.mqtt_host,
@@ -298,6 +304,8 @@ class TelemetryBridge:
         if sub is not None:
             await sub.stop()  # DISCONNECT normal: the session and its queue stay
         self._poll_stop.set()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
         if self._poll_thread is not None:
             await asyncio.to_thread(self._poll_thread.join, 5)
         if self._producer is not None:
@@ -344,6 +352,8 @@ class TelemetryBridge:
         )
         window = self.window
         window.add(entry)
+        if not self._tick_fast:
+            self._speed_up_ticks()
         if self._backlog:
             self._backlog.append((rec, entry))
         else:
@@ -388,21 +398,35 @@ class TelemetryBridge:
 
     # --- Kafka side --------------------------------------------------------------------------
 
-    def _poll_loop(self) -> None:
-        producer = self._producer
+    def _tick(self) -> None:
+        """Serve librdkafka callbacks on the loop: every ~1 ms while messages are pending.
+
+        Polling here rather than in a thread keeps delivery callbacks, the window and the
+        PUBACK writes on one thread: no GIL hand-offs or cross-thread wake-ups per batch.
+        """
+        self._tick_handle = None
+        if self._producer is None or self._poll_stop.is_set():
+            return
+        if self._producer.poll(0):
+            self._drain()
+        busy = bool(self.window.count or self._backlog)
+        self._tick_fast = busy
         loop = self._loop
         assert loop is not None
-        last_probe = 0.0
-        while not self._poll_stop.is_set():
-            n = producer.poll(0.05)
-            if n and not self._drain_scheduled:
-                self._drain_scheduled = True
-                try:
-                    loop.call_soon_threadsafe(self._drain)
-                except RuntimeError:  # loop closed
-                    return
-            if not self.kafka_ok and time.monotonic() - last_probe > 2.0:
-                last_probe = time.monotonic()
+        self._tick_handle = loop.call_later(_FAST_TICK_S if busy else _IDLE_TICK_S, self._tick)
+
+    def _speed_up_ticks(self) -> None:
+        if not self._tick_fast and self._loop is not None:
+            self._tick_fast = True
+            if self._tick_handle is not None:
+                self._tick_handle.cancel()
+            self._tick_handle = self._loop.call_later(_FAST_TICK_S, self._tick)
+
+    def _health_loop(self) -> None:
+        """While Kafka looks unreachable, probe it every 2 s (a thread: probes block)."""
+        producer = self._producer
+        while not self._poll_stop.wait(2.0):
+            if not self.kafka_ok:
                 try:
                     producer.list_topics(None, 1)
                     self.kafka_ok = True
@@ -411,7 +435,7 @@ class TelemetryBridge:
                     pass
 
     def _on_kafka_error(self, err: KafkaError) -> None:
-        """librdkafka global errors (poll thread)."""
+        """librdkafka global errors (served by poll() on the loop, or flush())."""
         self.stats.kafka_errors[err.name()] += 1
         if err.fatal() or err.code() in _FATAL_DELIVERY_CODES:
             self._set_fatal(f"fatal Kafka error: {err.str()}")
@@ -432,7 +456,6 @@ class TelemetryBridge:
 
     def _drain(self) -> None:
         """Release the confirmed prefix of the window: count, ack in order (event loop)."""
-        self._drain_scheduled = False
         done = self.window.pop_done()
         sub = self.subscriber
         if done:
