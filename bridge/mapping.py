@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.topics import Channel, device_id_hint, parse_device_topic
+from bridge.topics import Channel, device_id_hint, parse_device_topic_cached
 
 
 class ErrorCode(StrEnum):
@@ -166,7 +166,7 @@ def map_message(
     Never raises for any ``topic``/``payload``.
     """
     received = str(received_at_ms).encode()
-    parsed = parse_device_topic(topic)
+    parsed = parse_device_topic_cached(topic)
     if parsed is None:
         hint = device_id_hint(topic)
         return dlq_record(
@@ -177,8 +177,7 @@ def map_message(
             None if hint is None else hint.encode(),
             rejection=Rejection(ErrorCode.BAD_TOPIC, "topic is not devices/{device_id}/{channel}"),
         )
-    device_id, channel = parsed
-    key = device_id.encode()
+    device_id, channel, key, topic_bytes = parsed
     if len(payload) > max_payload_bytes:
         return dlq_record(
             topics,
@@ -208,7 +207,7 @@ def map_message(
             topics.presence,
             key,
             value,
-            [("mqtt_topic", topic.encode()), ("received_at", received), ("qos", _qos(qos))],
+            [("mqtt_topic", topic_bytes), ("received_at", received), ("qos", _qos(qos))],
         )
     doc, bad = parse_json(payload)
     if bad is None:
@@ -230,7 +229,7 @@ def map_message(
                     out_topic,
                     key,
                     payload,
-                    [("mqtt_topic", topic.encode()), ("received_at", received), ("qos", _qos(qos))],
+                    [("mqtt_topic", topic_bytes), ("received_at", received), ("qos", _qos(qos))],
                 )
     return dlq_record(topics, topic, payload, received, key, rejection=bad)
 

@@ -21,6 +21,8 @@ from bridge.errors import BridgeError
 
 log = logging.getLogger(__name__)
 
+_TOPIC_CACHE_MAX = 200_000  # decoded topic names kept (one per device channel)
+
 
 class MqttConnectRefusedError(BridgeError):
     """Mosquitto refused the CONNECT for a reason retrying cannot fix (credentials, ACL)."""
@@ -83,6 +85,8 @@ class _Connection(asyncio.Protocol):
         size = len(view)
         pos = 0
         sink = self.owner.sink
+        topics = self.owner.topic_cache
+        mv = memoryview(view)
         try:
             while size - pos >= 2 and not self.paused:
                 first = view[pos]
@@ -97,12 +101,15 @@ class _Connection(asyncio.Protocol):
                 if end > size:
                     break
                 pos = end
-                kind = first >> 4
-                if kind == codec.PUBLISH:
+                if first >> 4 == codec.PUBLISH:
                     qos = (first >> 1) & 0x03
-                    tlen = (view[start] << 8) | view[start + 1]
-                    i = start + 2 + tlen
-                    topic = view[start + 2 : i].decode("utf-8", "replace")
+                    i = start + 2 + ((view[start] << 8) | view[start + 1])
+                    raw_topic = bytes(mv[start + 2 : i])
+                    topic = topics.get(raw_topic)
+                    if topic is None:
+                        topic = raw_topic.decode("utf-8", "replace")
+                        if len(topics) < _TOPIC_CACHE_MAX:
+                            topics[raw_topic] = topic
                     mid = 0
                     if qos:
                         if qos != 1:
@@ -117,15 +124,17 @@ class _Connection(asyncio.Protocol):
                         if decoded is None:
                             raise codec.MqttProtocolError("malformed PUBLISH properties")
                         i = decoded[1] + decoded[0]
-                    sink.on_publish(topic, bytes(view[i:end]), qos, mid, bool(first & 0x08))
+                    sink.on_publish(topic, bytes(mv[i:end]), qos, mid, bool(first & 0x08))
                 else:
-                    self._control(kind, bytes(view[start:end]))
+                    self._control(first >> 4, bytes(mv[start:end]))
         except (codec.MqttProtocolError, IndexError) as exc:
+            mv.release()
             log.error("MQTT protocol error, dropping the connection: %s", exc)
             self.owner.errors["protocol"] = self.owner.errors.get("protocol", 0) + 1
             self.buf.clear()
             self.close()
             return
+        mv.release()
         if pos:
             del view[:pos]
 
@@ -194,6 +203,7 @@ class Subscriber:
         self.connected = False
         self.connects = 0
         self.errors: dict[str, int] = {}
+        self.topic_cache: dict[bytes, str] = {}
         self._conn: _Connection | None = None
         self._stopping = False
         self._want_paused = False

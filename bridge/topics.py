@@ -40,6 +40,23 @@ def parse_device_topic(topic: str) -> tuple[str, Channel] | None:
     return device_id, channel
 
 
+_CACHE: dict[str, tuple[str, Channel, bytes, bytes] | None] = {}
+_CACHE_MAX: Final = 200_000
+
+
+def parse_device_topic_cached(topic: str) -> tuple[str, Channel, bytes, bytes] | None:
+    """:func:`parse_device_topic` plus the encoded device id and topic, memoised (hot path)."""
+    try:
+        return _CACHE[topic]
+    except KeyError:
+        pass
+    parsed = parse_device_topic(topic)
+    out = None if parsed is None else (parsed[0], parsed[1], parsed[0].encode(), topic.encode())
+    if len(_CACHE) < _CACHE_MAX:
+        _CACHE[topic] = out
+    return out
+
+
 def device_id_hint(topic: str) -> str | None:
     """Best-effort device id of a topic we rejected (for the DLQ key): the second level if valid."""
     parts = topic.split("/")
