@@ -1,0 +1,199 @@
+"""The analytics jobs' one configuration object.
+
+Every setting is a field of :class:`AnalyticsConfig` with its default and help text. Its
+environment variable is ``IOT_`` + the field name in upper case (``kafka_bootstrap`` ->
+``IOT_KAFKA_BOOTSTRAP``, ``topic_telemetry`` -> ``IOT_TOPIC_TELEMETRY``: the same names as the
+bridge's settings where they overlap). Precedence: defaults < environment < keyword overrides
+(the CLI passes its flags as overrides). The object is frozen and validated on creation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_jobs.errors import ConfigError
+
+ENV_PREFIX = "IOT_"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JARS_DIR = REPO_ROOT / "kafka" / "spark-connector" / "libs"
+
+_DURATION_RE = re.compile(r"^\d+(\.\d+)?\s+(millisecond|second|minute|hour|day)s?$")
+_METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_STARTING = ("earliest", "latest")
+
+
+def _setting(default: Any, help_text: str) -> Any:
+    return field(default=default, metadata={"help": help_text})
+
+
+def env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticsConfig:
+    """All analytics settings. Build with :meth:`load` (defaults < ``IOT_*`` env < overrides)."""
+
+    # --- Spark ------------------------------------------------------------------------------
+    spark_master: str = _setting(
+        "local[*]", "Spark master URL: local[*] here, spark://host:7077 or similar on a cluster."
+    )
+    spark_driver_memory: str = _setting("1g", "Spark driver memory (spark.driver.memory).")
+    shuffle_partitions: int = _setting(
+        2,
+        "spark.sql.shuffle.partitions: also the number of state-store partitions of the "
+        "streaming aggregations (fixed in the checkpoint once a query first ran).",
+    )
+    spark_jars_dir: Path = _setting(
+        DEFAULT_JARS_DIR,
+        "Folder with Spark's Kafka connector and its runtime jars (passed as spark.jars).",
+    )
+    # --- Kafka ------------------------------------------------------------------------------
+    kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers.")
+    topic_telemetry: str = _setting("iot.telemetry", "Kafka topic with the telemetry records.")
+    topic_presence: str = _setting("iot.presence", "Kafka topic with device presence records.")
+    starting_offsets: str = _setting(
+        "earliest", "Where a query without a checkpoint starts: earliest or latest."
+    )
+    max_offsets_per_trigger: int = _setting(
+        0, "Cap on Kafka records per micro-batch and query (0: no cap)."
+    )
+    fail_on_data_loss: bool = _setting(
+        False,
+        "Stop the query when Kafka no longer has offsets it expected (retention ran past it). "
+        "Off: the job logs Kafka's warning and continues.",
+    )
+    # --- streaming --------------------------------------------------------------------------
+    trigger_interval: str = _setting(
+        "10 seconds", "Micro-batch trigger interval of the streaming queries."
+    )
+    watermark: str = _setting(
+        "2 minutes",
+        "Event-time watermark delay: a minute is written once the newest event time seen is "
+        "this far past its end; records older than the watermark are dropped (and counted).",
+    )
+    warehouse_dir: Path = _setting(Path("var/warehouse"), "Folder of the Parquet tables.")
+    checkpoint_dir: Path = _setting(
+        Path(""), "Folder of the streaming checkpoints (default: <warehouse_dir>/_checkpoints)."
+    )
+    metrics: tuple[str, ...] = _setting(
+        ("temperature", "humidity", "battery", "vibration"),
+        "Metric names with their own columns in the tables (comma-separated in the env).",
+    )
+    # --- anomalies --------------------------------------------------------------------------
+    anomaly_history: int = _setting(
+        60, "Readings per device and metric that form the device's recent baseline."
+    )
+    anomaly_min_history: int = _setting(
+        10, "Readings a device must have before its readings are scored."
+    )
+    anomaly_threshold: float = _setting(
+        10.0, "Robust z-score (|x - median| / scale) above which a reading is an anomaly."
+    )
+    anomaly_rel_floor: float = _setting(
+        0.01, "Lower bound of the scale, as a fraction of |median| (flat signals)."
+    )
+    anomaly_abs_floor: float = _setting(0.05, "Absolute lower bound of the scale.")
+    # --- status -----------------------------------------------------------------------------
+    silence_s: float = _setting(
+        60.0, "A device that sent nothing for this many seconds is reported offline."
+    )
+
+    def __post_init__(self) -> None:
+        if self.shuffle_partitions < 1:
+            raise ConfigError("shuffle_partitions must be >= 1")
+        if self.starting_offsets not in _STARTING:
+            raise ConfigError(f"starting_offsets must be one of {_STARTING}")
+        for name in ("trigger_interval", "watermark"):
+            value = getattr(self, name)
+            if not _DURATION_RE.match(value):
+                raise ConfigError(f"{name} must look like '10 seconds' or '2 minutes': {value!r}")
+        if not self.metrics:
+            raise ConfigError("metrics must name at least one metric")
+        for metric in self.metrics:
+            if not _METRIC_RE.match(metric):
+                raise ConfigError(f"bad metric name {metric!r} (letters, digits, _)")
+        if self.max_offsets_per_trigger < 0:
+            raise ConfigError("max_offsets_per_trigger must be >= 0")
+        if self.anomaly_min_history < 2 or self.anomaly_history < self.anomaly_min_history:
+            raise ConfigError("need 2 <= anomaly_min_history <= anomaly_history")
+        if self.anomaly_threshold <= 0:
+            raise ConfigError("anomaly_threshold must be > 0")
+        if self.silence_s <= 0:
+            raise ConfigError("silence_s must be > 0")
+        if str(self.checkpoint_dir) in ("", "."):
+            object.__setattr__(self, "checkpoint_dir", self.warehouse_dir / "_checkpoints")
+
+    # --- building ---------------------------------------------------------------------------
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> AnalyticsConfig:
+        """Defaults < ``IOT_*`` environment < ``overrides`` (None values are ignored)."""
+        environ = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(env_name(f.name))
+            if raw is not None and raw != "":
+                values[f.name] = _convert(f.name, f.default, raw)
+        for name, value in overrides.items():
+            if name not in {f.name for f in dataclasses.fields(cls)}:
+                raise ConfigError(f"unknown setting {name!r}")
+            if value is not None:
+                values[name] = value
+        if "spark_jars_dir" in values:
+            values["spark_jars_dir"] = Path(values["spark_jars_dir"])
+        for name in ("warehouse_dir", "checkpoint_dir"):
+            if name in values:
+                values[name] = Path(values[name])
+        return cls(**values)
+
+    @staticmethod
+    def describe() -> list[tuple[str, str, str]]:
+        """(env name, default, help) of every setting, for docs and ``--help``."""
+        out = []
+        for f in dataclasses.fields(AnalyticsConfig):
+            default = f.default
+            shown = ",".join(default) if isinstance(default, tuple) else str(default)
+            out.append((env_name(f.name), shown, str(f.metadata["help"])))
+        return out
+
+    # --- derived ----------------------------------------------------------------------------
+    def table_path(self, table: str) -> Path:
+        return self.warehouse_dir / table
+
+    def checkpoint_path(self, query: str) -> Path:
+        return self.checkpoint_dir / query
+
+    def jars(self) -> list[Path]:
+        """The connector jars; empty when the folder does not exist (SQL/report need none)."""
+        if not self.spark_jars_dir.is_dir():
+            return []
+        return sorted(self.spark_jars_dir.glob("*.jar"))
+
+
+def _convert(name: str, default: Any, raw: str) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        if isinstance(default, Path):
+            return Path(raw)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{env_name(name)}={raw!r} is not a valid {type(default).__name__}"
+        ) from exc
+    return raw

@@ -1,0 +1,54 @@
+"""Building the SparkSession from the one config (the only place Spark settings are set)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from spark_jobs.config import AnalyticsConfig
+from spark_jobs.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    # Python workers (pandas UDFs, the anomaly state function) must run this interpreter,
+    # the one with pandas/pyarrow, not whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+log = logging.getLogger(__name__)
+
+
+def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) -> SparkSession:
+    """A session on ``cfg.spark_master``; with ``kafka`` the connector jars are required."""
+    from pyspark.sql import SparkSession
+
+    # Python workers (pandas UDFs, the anomaly state function) must run this interpreter,
+    # the one with pandas/pyarrow, not whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(cfg.spark_master)
+        .appName(app_name)
+        .config("spark.driver.memory", cfg.spark_driver_memory)
+        .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.metricsEnabled", "true")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    )
+    jars = cfg.jars()
+    if kafka:
+        if not any(j.name.startswith("spark-sql-kafka") for j in jars):
+            raise ConfigError(
+                f"no spark-sql-kafka jar in {cfg.spark_jars_dir} (IOT_SPARK_JARS_DIR); "
+                "run the set-up script (mvn -f kafka/spark-connector/pom.xml ...) first"
+            )
+        builder = builder.config("spark.jars", ",".join(str(j.resolve()) for j in jars))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    log.info("spark session %s on %s", app_name, cfg.spark_master)
+    return spark

@@ -1,0 +1,255 @@
+"""The streaming job: Kafka -> parse -> transforms -> Parquet tables (extract, transform, load).
+
+One SparkSession runs five queries, each with its own checkpoint under ``checkpoint_dir``:
+
+| query | source | transform | sink |
+|---|---|---|---|
+| device_minute | telemetry | watermark, :func:`transforms.device_minute` | Parquet, append |
+| fleet_minute | telemetry | watermark, :func:`transforms.fleet_minute` | Parquet, append |
+| anomalies | telemetry | :func:`anomaly.anomalies` (state per device) | Parquet, append |
+| device_status | telemetry + presence | :func:`transforms.device_facts` | snapshot per batch |
+| rejects | telemetry | :func:`transforms.rejects` | Parquet, append |
+
+Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs and the file
+sink commits a batch's files in its ``_spark_metadata`` log under the batch id, so a batch
+replayed after a crash replaces, never adds to, what its first attempt wrote. The
+device_status snapshot is written per batch id and swapped in (see :mod:`spark_jobs.tables`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from spark_jobs import schemas, tables, transforms
+from spark_jobs.anomaly import AnomalyRule, anomalies
+from spark_jobs.config import AnalyticsConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+PROGRESS_DIR = "_progress"
+
+
+# --- extract ---------------------------------------------------------------------------------
+
+
+def kafka_source(spark: SparkSession, cfg: AnalyticsConfig, topic: str) -> DataFrame:
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", cfg.starting_offsets)
+        .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
+        .option("includeHeaders", "true")
+    )
+    if cfg.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    return reader.load()
+
+
+# --- transform + load ------------------------------------------------------------------------
+
+
+def _parquet_query(
+    df: DataFrame, cfg: AnalyticsConfig, name: str, available_now: bool
+) -> StreamingQuery:
+    writer = (
+        df.writeStream.queryName(name)
+        .format("parquet")
+        .outputMode("append")
+        .option("path", str(cfg.table_path(name).resolve()))
+        .option("checkpointLocation", str(cfg.checkpoint_path(name).resolve()))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=cfg.trigger_interval)
+    )
+    return writer.start()
+
+
+def start_queries(
+    spark: SparkSession, cfg: AnalyticsConfig, *, available_now: bool
+) -> list[StreamingQuery]:
+    """Start the job's five queries; returns them running."""
+    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
+
+    cfg.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    metrics = list(cfg.metrics)
+
+    def telemetry() -> DataFrame:
+        return transforms.parse_telemetry(kafka_source(spark, cfg, cfg.topic_telemetry))
+
+    def windowed() -> DataFrame:
+        valid = transforms.valid_telemetry(telemetry())
+        return valid.withWatermark("event_time", cfg.watermark)
+
+    queries = [
+        _parquet_query(
+            transforms.device_minute(windowed(), metrics), cfg, schemas.DEVICE_MINUTE, available_now
+        ),
+        _parquet_query(
+            transforms.fleet_minute(windowed(), metrics), cfg, schemas.FLEET_MINUTE, available_now
+        ),
+        _parquet_query(
+            anomalies(
+                transforms.valid_telemetry(telemetry()), metrics, AnomalyRule.from_config(cfg)
+            ),
+            cfg,
+            schemas.ANOMALIES,
+            available_now,
+        ),
+        _parquet_query(transforms.rejects(telemetry()), cfg, schemas.REJECTS, available_now),
+    ]
+
+    facts = transforms.device_facts(
+        transforms.valid_telemetry(telemetry()),
+        transforms.parse_presence(kafka_source(spark, cfg, cfg.topic_presence)),
+    )
+    warehouse = cfg.warehouse_dir
+    silence = cfg.silence_s
+
+    def publish(batch: DataFrame, batch_id: int) -> None:
+        status = transforms.device_status(batch, F.current_timestamp(), silence)
+        tables.publish_snapshot(status, warehouse, schemas.DEVICE_STATUS, batch_id)
+
+    writer = (
+        facts.writeStream.queryName(schemas.DEVICE_STATUS)
+        .outputMode("complete")
+        .option("checkpointLocation", str(cfg.checkpoint_path(schemas.DEVICE_STATUS).resolve()))
+        .foreachBatch(publish)
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=cfg.trigger_interval)
+    )
+    queries.append(writer.start())
+    return queries
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
+    """The few numbers of a StreamingQueryProgress worth logging and keeping."""
+    state = progress.get("stateOperators") or []
+    sink = progress.get("sink") or {}
+    return {
+        "query": progress.get("name"),
+        "batch": progress.get("batchId"),
+        "timestamp": progress.get("timestamp"),
+        "input_rows": progress.get("numInputRows", 0),
+        "input_rows_per_s": progress.get("inputRowsPerSecond"),
+        "processed_rows_per_s": progress.get("processedRowsPerSecond"),
+        "batch_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "dropped_by_watermark": sum(int(s.get("numRowsDroppedByWatermark", 0)) for s in state),
+        "state_rows": sum(int(s.get("numRowsTotal", 0)) for s in state),
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "sink_rows": sink.get("numOutputRows"),
+    }
+
+
+def _listener(progress_dir: Path) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressLog(StreamingQueryListener):
+        """Logs each batch and appends it to ``<warehouse>/_progress/<query>.jsonl``."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's API)
+            log.info("query %s started (id %s)", event.name, event.id)
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            summary = progress_summary(json.loads(event.progress.json))
+            if summary["input_rows"] or summary["dropped_by_watermark"]:
+                log.info("progress %s", json.dumps(summary))
+            with self._lock:
+                progress_dir.mkdir(parents=True, exist_ok=True)
+                with (progress_dir / f"{summary['query']}.jsonl").open("a") as f:
+                    f.write(json.dumps(summary) + "\n")
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            return
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            if event.exception:
+                log.error("query %s failed: %s", event.id, event.exception)
+            else:
+                log.info("query %s stopped", event.id)
+
+    return ProgressLog()
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def run(
+    cfg: AnalyticsConfig,
+    *,
+    available_now: bool = False,
+    spark: SparkSession | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Run the job: until every query drained Kafka (``available_now``), or until stopped.
+
+    Returns 0 when every query ended cleanly, 1 when one failed.
+    """
+    from spark_jobs.session import build_session
+
+    session = spark or build_session(cfg, "iot-analytics-stream")
+    stop = stop or threading.Event()
+    listener = _listener(cfg.warehouse_dir / PROGRESS_DIR)
+    session.streams.addListener(listener)
+    queries: list[StreamingQuery] = []
+    try:
+        queries = start_queries(session, cfg, available_now=available_now)
+        log.info(
+            "streaming %s from %s into %s (%s)",
+            cfg.topic_telemetry,
+            cfg.kafka_bootstrap,
+            cfg.warehouse_dir,
+            "available-now" if available_now else f"every {cfg.trigger_interval}",
+        )
+        while not stop.is_set():
+            if all(not q.isActive for q in queries):
+                break
+            if any(q.exception() is not None for q in queries if not q.isActive):
+                break
+            session.streams.awaitAnyTermination(1)
+            session.streams.resetTerminated()
+        failed = [q for q in queries if not q.isActive and q.exception() is not None]
+        for q in failed:
+            log.error("query %s failed: %s", q.name, q.exception())
+        return 1 if failed else 0
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+        if spark is None:
+            session.stop()  # stops the listener bus before this process's callback server
+        else:
+            session.streams.removeListener(listener)
+
+
+def install_stop_signals(stop: threading.Event) -> None:
+    """SIGTERM/SIGINT set ``stop``: the queries are stopped between batches, cleanly."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: stopping the queries", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
