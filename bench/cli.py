@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=10_000,
         help="most messages published but not yet delivered (bounds Mosquitto's backlog)",
     )
+    run.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="throughput runs per contender and payload, interleaved; the best counts "
+        "(default 2; --quick: 1)",
+    )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
@@ -63,7 +70,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, help="where the stack keeps its data (default: a new temp dir)"
     )
     run.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    report = sub.add_parser(
+        "report", help="re-render the Markdown table and PNG plot from a result JSON"
+    )
+    report.add_argument("json", type=Path, help="a result JSON written by `run`")
+    report.add_argument(
+        "--out", type=Path, help="directory to write to (default: the JSON's directory)"
+    )
     return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from bench.report import from_json, write_all
+
+    try:
+        run = from_json(json.loads(args.json.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"bench: cannot read {args.json}: {exc}", file=sys.stderr)
+        return 1
+    for kind, path in write_all(run, args.out or args.json.parent).items():
+        print(f"wrote {kind}: {path}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else 2
+    if args.command == "report":
+        return _report(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -102,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         latency=not args.no_latency,
         scaling=not args.no_scaling,
         bridge_processes=(2,) if args.quick else (2, 4),
+        repeats=args.repeat or (1 if args.quick else 2),
         out_dir=args.out,
         data_dir=args.data_dir,
     )

@@ -59,6 +59,7 @@ class Result:
     rtt_ms_p99: float
     rtt_ms_max: float
     telemetry_in_kafka: int
+    stages_ms: dict[str, float]
     bridge_cpu_s: float | None
 
 
@@ -255,9 +256,22 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
 
         sent_at: dict[str, float] = {}
         finals: dict[str, tuple[State, float]] = {}
+        marks: dict[str, dict[str, int]] = {}
+
+        def observe(msgs: list[Any]) -> None:
+            seen = time.time()
+            for msg in msgs:
+                status = decode_status(msg.key(), msg.value())
+                if status is None or status.command_id not in sent_at:
+                    continue
+                marks.setdefault(status.command_id, {}).setdefault(status.state.value, status.at)
+                if status.final:
+                    finals[status.command_id] = (status.state, seen)
+
         interval = 0.01
         per_tick = args.rate * interval
         started = time.monotonic()
+        started_wall = time.time()
         credit = 0.0
         i = 0
         next_tick = started
@@ -268,34 +282,22 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
                 credit += per_tick
                 while credit >= 1:
                     cid = uuid.uuid4().hex
-                    sent_at[cid] = time.monotonic()
+                    sent_at[cid] = time.time()
                     client.send(
                         devices[i % len(devices)], "set", {"i": i}, command_id=cid, flush=False
                     )
                     i += 1
                     credit -= 1
                 next_tick += interval
-            for msg in tail.poll(0):
-                seen = time.monotonic()
-                status = decode_status(msg.key(), msg.value())
-                if status is not None and status.final and status.command_id in sent_at:
-                    finals[status.command_id] = (status.state, seen)
+            observe(tail.poll(0))
             pause = next_tick - time.monotonic()
             if pause > 0:
-                for msg in tail.poll(min(pause, interval)):
-                    seen = time.monotonic()
-                    status = decode_status(msg.key(), msg.value())
-                    if status is not None and status.final and status.command_id in sent_at:
-                        finals[status.command_id] = (status.state, seen)
+                observe(tail.poll(min(pause, interval)))
         client.flush()
-        send_end = time.monotonic()
-        drain_deadline = send_end + args.drain_timeout
+        send_end = time.time()
+        drain_deadline = time.monotonic() + args.drain_timeout
         while len(finals) < len(sent_at) and time.monotonic() < drain_deadline:
-            for msg in tail.poll(0.05):
-                seen = time.monotonic()
-                status = decode_status(msg.key(), msg.value())
-                if status is not None and status.final and status.command_id in sent_at:
-                    finals[status.command_id] = (status.state, seen)
+            observe(tail.poll(0.05))
         last_final = max((t for _, t in finals.values()), default=send_end)
         cpu_after = cpu_seconds(bridge.pid)
         telemetry_after = telemetry_count(bootstrap, topics["topic_telemetry"])
@@ -306,6 +308,32 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
             for cid, (state, seen) in finals.items()
             if state is State.SUCCEEDED
         )
+
+        def stage(first: str, second: str) -> float:
+            values = sorted(
+                m[second] - m[first] for m in marks.values() if first in m and second in m
+            )
+            return percentile([float(v) for v in values], 0.5)
+
+        to_bridge = sorted(
+            float(m["accepted"] - sent_at[cid] * 1000)
+            for cid, m in marks.items()
+            if "accepted" in m
+        )
+        from_bridge = sorted(
+            seen * 1000 - marks[cid]["succeeded"]
+            for cid, (state, seen) in finals.items()
+            if "succeeded" in marks.get(cid, {})
+        )
+        breakdown = {
+            "kafka_to_bridge_p50": percentile(to_bridge, 0.5),
+            "kafka_to_bridge_p99": percentile(to_bridge, 0.99),
+            "accepted_to_sent_p50": stage("accepted", "sent"),
+            "sent_to_delivered_p50": stage("sent", "delivered"),
+            "sent_to_succeeded_p50": stage("sent", "succeeded"),
+            "status_to_reader_p50": percentile(from_bridge, 0.5),
+            "status_to_reader_p99": percentile(from_bridge, 0.99),
+        }
         other: dict[str, int] = {}
         for state, _ in finals.values():
             if state is not State.SUCCEEDED:
@@ -319,12 +347,13 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
             succeeded=len(rtts),
             other_final=other,
             missing=len(sent_at) - len(finals),
-            completed_per_s=len(finals) / max(1e-9, last_final - started),
+            completed_per_s=len(finals) / max(1e-9, last_final - started_wall),
             rtt_ms_p50=percentile(rtts, 0.50),
             rtt_ms_p90=percentile(rtts, 0.90),
             rtt_ms_p99=percentile(rtts, 0.99),
             rtt_ms_max=rtts[-1] if rtts else float("nan"),
             telemetry_in_kafka=telemetry_after - telemetry_before,
+            stages_ms=breakdown,
             bridge_cpu_s=(
                 cpu_after - cpu_before if cpu_after is not None and cpu_before is not None else None
             ),

@@ -59,6 +59,25 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
     return lines
 
 
+def from_json(data: dict[str, Any]) -> Any:
+    """A suite run read back from its JSON (to re-render the table and plot)."""
+    from bench.suite import SuiteOptions, SuiteRun
+
+    opts = dict(data["options"])
+    for key in ("out_dir", "data_dir"):
+        if opts.get(key) is not None:
+            opts[key] = Path(opts[key])
+    for key in ("payloads", "contenders", "bridge_processes"):
+        opts[key] = tuple(opts[key])
+    run = SuiteRun(options=SuiteOptions(**opts), machine=data["machine"])
+    run.results = [RunResult.from_dict(r) for r in data["results"]]
+    run.started_at = data["started_at"]
+    run.finished_at = data["finished_at"]
+    run.wall_s = data["wall_s"]
+    run.curves = {k: [(float(t), int(n)) for t, n in v] for k, v in data["curves"].items()}
+    return run
+
+
 def to_markdown(run: Any) -> str:
     m = run.machine
     opts = run.options
@@ -139,15 +158,16 @@ def plot(run: Any, path: Path) -> None:
 
     ax = axes[1]
     big = max(payloads)
-    for key, samples in run.curves.items():
-        scenario, contender, payload, procs, _devices = key.split("/")
-        if scenario != "throughput" or int(payload) != big or procs != "1":
+    for r in results:
+        if r.scenario != "throughput" or r.payload_bytes != big or r.curve_key is None:
             continue
-        ax.plot([t for t, _ in samples], [n for _, n in samples], label=contender)
+        samples = run.curves.get(r.curve_key, [])
+        ax.plot([t for t, _ in samples], [n for _, n in samples], label=r.contender)
     ax.set_xlabel("seconds since start of publishing")
     ax.set_ylabel("messages delivered")
     ax.set_title(f"Delivered over time ({big} B)")
-    ax.legend(fontsize=8)
+    if ax.get_lines():
+        ax.legend(fontsize=8)
 
     ax = axes[2]
     rows = [r for r in results if r.contender == OURS and r.scenario in ("throughput", "scaling")]

@@ -143,6 +143,7 @@ class RunResult:
     devices_multi_partition: int | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    curve_key: str | None = None  # its delivered-over-time samples in the run's "curves"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

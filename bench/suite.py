@@ -72,6 +72,7 @@ class SuiteOptions:
     latency: bool = True
     scaling: bool = True
     bridge_processes: tuple[int, ...] = (2, 4)
+    repeats: int = 2  # throughput runs per contender and payload, interleaved; best one counts
     out_dir: Path = ROOT / "bench" / "results"
     data_dir: Path | None = None
 
@@ -336,7 +337,9 @@ class Runner:
                     f"offered {rate:,.0f}/s but the window held the load to "
                     f"{report.published / duration:,.0f}/s"
                 )
-            self.run.curves[f"{scenario}/{contender}/{payload}/{processes}/{devices}"] = samples
+            key = f"{len(self.run.curves)}/{scenario}/{contender}/{payload}/{processes}/{devices}"
+            self.run.curves[key] = samples
+            result.curve_key = key
             if isinstance(sink, CounterSink):
                 result.lost = max(0, report.published - (result.delivered or 0))
                 if latency:
@@ -468,6 +471,23 @@ def _say(result: RunResult) -> None:
     print("  ".join(parts), file=sys.stderr, flush=True)
 
 
+def keep_best(runs: list[RunResult]) -> RunResult:
+    """Of repeated runs, the fastest one without error stays "throughput"; the others are
+    relabelled "throughput-repeat" (kept in the JSON and the every-run table)."""
+    ok = [r for r in runs if r.error is None and r.msgs_per_s is not None]
+    best = max(ok, key=lambda r: r.msgs_per_s or 0.0) if ok else runs[0]
+    if len(runs) > 1:
+        rates = ", ".join("failed" if r.error else f"{r.msgs_per_s or 0:,.0f}" for r in runs)
+        best.notes.append(f"best of {len(runs)} runs ({rates} msgs/s)")
+        lost_elsewhere = sum(r.lost or 0 for r in runs if r is not best)
+        if lost_elsewhere:
+            best.notes.append(f"the other runs lost {lost_elsewhere}")
+    for r in runs:
+        if r is not best:
+            r.scenario = "throughput-repeat"
+    return best
+
+
 def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _say) -> SuiteRun:
     run = SuiteRun(options=options, machine=machine_info())
     run.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -486,13 +506,19 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
 
     try:
         for payload in options.payloads:
-            for contender in (LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB):
-                if contender not in want:
-                    continue
-                if contender == KAFKA_PERF:
-                    record(runner.producer_perf_run("throughput", payload, None))
-                else:
-                    record(runner.mqtt_run(contender, "throughput", payload))
+            tries: dict[str, list[RunResult]] = {}
+            for _round in range(max(1, options.repeats)):
+                for contender in (LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB):
+                    if contender not in want:
+                        continue
+                    if contender == KAFKA_PERF:
+                        r = runner.producer_perf_run("throughput", payload, None)
+                    else:
+                        r = runner.mqtt_run(contender, "throughput", payload)
+                    tries.setdefault(contender, []).append(r)
+                    record(r)
+            for runs in tries.values():
+                keep_best(runs)
         big = max(options.payloads)
         ours = find(run.results, OURS, "throughput", big)
         limit = find(run.results, LIMIT, "throughput", big)

@@ -124,3 +124,18 @@ def test_scaling_table_relative_to_one_process() -> None:
         ("1,000", "2", "1.50"),
         ("10,000", "1", "0.90"),
     ]
+
+
+def test_keep_best_relabels_the_slower_repeats() -> None:
+    from bench.suite import keep_best
+
+    runs = [
+        _r(OURS, 1024, 20_000.0, lost=2),
+        _r(OURS, 1024, 25_000.0, lost=0),
+        RunResult(OURS, "throughput", 1024, 1000, 1, error="boom"),
+    ]
+    best = keep_best(runs)
+    assert best is runs[1]
+    assert [r.scenario for r in runs] == ["throughput-repeat", "throughput", "throughput-repeat"]
+    assert "best of 3 runs (20,000, 25,000, failed msgs/s)" in best.notes
+    assert "the other runs lost 2" in best.notes
