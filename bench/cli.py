@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--window",
         type=int,
-        default=10_000,
+        default=20_000,
         help="most messages published but not yet delivered (bounds Mosquitto's backlog)",
     )
     run.add_argument(

@@ -66,7 +66,7 @@ class SuiteOptions:
     many_devices: int = 10_000
     payloads: tuple[int, ...] = (1024, 200)
     publisher_processes: int = 2
-    window: int = 10_000
+    window: int = 20_000
     partitions: int = 12
     contenders: tuple[str, ...] = ALL_CONTENDERS
     latency: bool = True
