@@ -147,19 +147,21 @@ def _cmd_sql(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
 
 def _cmd_report(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     from spark_jobs import report
-    from spark_jobs.session import build_session
+    from spark_jobs.session import build_session, owns_session
 
     rng = report.ReportRange(
         since=report.parse_time(args.since) if args.since else None,
         until=report.parse_time(args.until) if args.until else None,
     )
+    owned = owns_session()
     spark = build_session(cfg, "iot-analytics-report", kafka=False)
     try:
         path = report.write_report(
             spark, cfg, args.out, rng, fmt=args.format, top=args.top, noise_metric=args.noise_metric
         )
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     sys.stdout.write(f"{path}\n")
     return 0
 

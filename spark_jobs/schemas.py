@@ -54,7 +54,7 @@ KAFKA_RECORD: Final = T.StructType(
 # Why a record was rejected (the ``reason`` column of the ``rejects`` table).
 REASON_NO_KEY: Final = "no_key"
 REASON_NOT_JSON: Final = "not_json"
-REASON_NO_TS: Final = "no_ts"
+REASON_NO_TS: Final = "no_ts"  # missing, or outside the years 1970..9999
 REASON_NO_SEQ: Final = "no_seq"
 REASON_NO_METRICS: Final = "no_metrics"
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # the one with pandas/pyarrow, not whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +29,7 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
     # the one with pandas/pyarrow, not whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     builder = (
         SparkSession.builder.master(cfg.spark_master)
         .appName(app_name)
@@ -41,6 +43,8 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     )
     jars = cfg.jars()
+    if not kafka and jars:
+        builder = builder.config("spark.jars", ",".join(str(j.resolve()) for j in jars))
     if kafka:
         if not any(j.name.startswith("spark-sql-kafka") for j in jars):
             raise ConfigError(
@@ -52,3 +56,10 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
     spark.sparkContext.setLogLevel("WARN")
     log.info("spark session %s on %s", app_name, cfg.spark_master)
     return spark
+
+
+def owns_session() -> bool:
+    """True when no session is active yet: the caller creates it and must stop it."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is None

@@ -12,8 +12,9 @@ from spark_jobs.errors import TableMissingError
 
 def run_query(cfg: AnalyticsConfig, query: str, *, max_rows: int | None = 1000) -> Any:
     """Run ``query`` with every table registered as a view; returns a pandas DataFrame."""
-    from spark_jobs.session import build_session
+    from spark_jobs.session import build_session, owns_session
 
+    owned = owns_session()
     spark = build_session(cfg, "iot-analytics-sql", kafka=False)
     try:
         names = tables.register_views(spark, cfg.warehouse_dir)
@@ -26,7 +27,8 @@ def run_query(cfg: AnalyticsConfig, query: str, *, max_rows: int | None = 1000) 
             df = df.limit(max_rows)
         return df.toPandas()
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 def render(pdf: Any, fmt: str) -> str:

@@ -14,13 +14,16 @@ from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
 from spark_jobs import schemas
 
 MINUTE = "1 minute"
+# Epoch-ms bounds Spark's timestamps hold (year 1..9999); outside them timestamp_millis fails.
+MIN_TS_MS = 0
+MAX_TS_MS = 253_402_300_799_999
 PERCENTILE_ACCURACY = 10000
 
 
 def _header(name: str) -> Column:
     """The value of Kafka header ``name`` as a string (null when absent)."""
     found = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(name))
-    return F.element_at(found, 1)["value"].cast("string")
+    return F.try_element_at(found, F.lit(1))["value"].cast("string")
 
 
 def parse_telemetry(raw: DataFrame) -> DataFrame:
@@ -28,16 +31,22 @@ def parse_telemetry(raw: DataFrame) -> DataFrame:
 
     ``reason`` is null for a record that follows the contract, else one of the ``REASON_*``
     codes of :mod:`spark_jobs.schemas`: such rows are kept (and counted), never raised.
+    Spark 4 runs ANSI SQL: every conversion of untrusted input here is a ``try_`` one or is
+    range-checked first, so a bad record yields a reason, never a failed query.
     ``received_at`` is the bridge's header, or the Kafka timestamp when the header is missing.
     """
     text = F.col("value").cast("string")
     parsed = F.from_json(text, schemas.TELEMETRY_VALUE)
     looks_json = F.get_json_object(text, "$").isNotNull() & F.ltrim(text).startswith("{")
-    received_ms = _header("received_at").cast("long")
+    received_ms = _header("received_at").try_cast("long")
+    received_ms = F.when(received_ms.between(MIN_TS_MS, MAX_TS_MS), received_ms)
     reason = (
         F.when(F.col("key").isNull() | (F.length(F.col("key")) == 0), schemas.REASON_NO_KEY)
         .when(text.isNull() | ~looks_json, schemas.REASON_NOT_JSON)
-        .when(F.col("_p.ts").isNull(), schemas.REASON_NO_TS)
+        .when(
+            ~F.coalesce(F.col("_p.ts").between(MIN_TS_MS, MAX_TS_MS), F.lit(False)),
+            schemas.REASON_NO_TS,
+        )
         .when(F.col("_p.seq").isNull(), schemas.REASON_NO_SEQ)
         .when(F.col("_p.metrics").isNull(), schemas.REASON_NO_METRICS)
     )
@@ -49,7 +58,9 @@ def parse_telemetry(raw: DataFrame) -> DataFrame:
             F.col("_p.ts").alias("ts"),
             F.col("_p.seq").alias("seq"),
             F.col("_p.metrics").alias("metrics"),
-            F.timestamp_millis(F.col("_p.ts")).alias("event_time"),
+            F.timestamp_millis(
+                F.when(F.col("_p.ts").between(MIN_TS_MS, MAX_TS_MS), F.col("_p.ts"))
+            ).alias("event_time"),
             F.coalesce(F.timestamp_millis(F.col("_recv")), F.col("timestamp")).alias("received_at"),
             F.col("partition").alias("kafka_partition"),
             F.col("offset").alias("kafka_offset"),
