@@ -1,8 +1,10 @@
 """`CommandService`: the I/O around the pure tracker.
 
-One worker thread owns the tracker, the Kafka consumer (``iot.commands``) and the Kafka
-producer (status, replies, dead letters). paho's network thread only puts events (PUBACKs,
-replies, connects) on a queue; it never blocks and never touches the tracker.
+One worker thread owns the tracker, the Kafka consumer (``iot.commands``), the Kafka producer
+(status, replies, dead letters) and the paho client, whose network loop it runs itself
+(``client.loop``): a separate paho thread fighting the worker for the GIL turned millisecond
+PUBACKs into seconds under load. paho's callbacks only put events on a queue that the worker
+drains right after each loop.
 
 Delivery rules:
 
@@ -23,6 +25,7 @@ import queue
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -218,6 +221,11 @@ class CommandService:
         self._ack_waits: dict[int, int] = {}
         self._first_assignment = True
         self._paused = False
+        self._wait_s = 0.0
+        self._inflight_limit = config.command_max_inflight
+        self._held: deque[PublishAction] = deque()
+        self._reconnect_at: float | None = None
+        self._reconnect_delay = config.mqtt_reconnect_min_s
         self._failure: BaseException | None = None
         self.stats: dict[str, int] = {
             "commands": 0,
@@ -307,11 +315,10 @@ class CommandService:
             protocol=mqtt.MQTTv5,
             manual_ack=True,
         )
-        client.max_inflight_messages_set(cfg.command_max_inflight)
+        # paho's own in-flight window rescans every queued message on each PUBACK (O(n) per
+        # ack); the service keeps the window itself (`_inflight_limit`), paho's is off.
+        client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
-        client.reconnect_delay_set(
-            max(1, round(cfg.mqtt_reconnect_min_s)), max(1, round(cfg.mqtt_reconnect_max_s))
-        )
         if cfg.mqtt_username:
             client.username_pw_set(cfg.mqtt_username, cfg.mqtt_password or None)
         client.on_connect = self._on_connect
@@ -321,16 +328,25 @@ class CommandService:
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = cfg.mqtt_session_expiry_s
         props.ReceiveMaximum = cfg.mqtt_receive_maximum
-        client.connect_async(
-            cfg.mqtt_host,
-            cfg.mqtt_port,
-            keepalive=cfg.mqtt_keepalive_s,
-            clean_start=False,
-            properties=props,
-        )
-        client.loop_start()
-        if not self._connected.wait(30.0) or self._connect_error is not None:
-            client.loop_stop()
+        try:
+            client.connect(
+                cfg.mqtt_host,
+                cfg.mqtt_port,
+                keepalive=cfg.mqtt_keepalive_s,
+                clean_start=False,
+                properties=props,
+            )
+        except OSError as exc:
+            raise CommandPathError(
+                f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: {exc}"
+            ) from exc
+        # No paho thread: the worker drives paho's loop itself (one thread, no GIL contention
+        # between paho and the worker, which otherwise costs seconds of PUBACK latency).
+        deadline = time.monotonic() + 30.0
+        while not self._connected.is_set() and time.monotonic() < deadline:
+            client.loop(0.05)
+        if not self._connected.is_set() or self._connect_error is not None:
+            client.disconnect()
             raise CommandPathError(
                 f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: "
                 f"{self._connect_error or 'timed out'}"
@@ -351,6 +367,8 @@ class CommandService:
             self._connected.set()
             return
         client.subscribe(REPLY_SUBSCRIPTION, options=SubscribeOptions(qos=1))
+        server_max = getattr(properties, "ReceiveMaximum", None) if properties else None
+        self._inflight_limit = min(self.config.command_max_inflight, server_max or 65535)
         self._connect_error = None
         self._connected.set()
         self._events.put(_Connected(reason_code.value, flags.session_present))
@@ -427,6 +445,7 @@ class CommandService:
     def _step(self) -> None:
         assert self._consumer is not None
         assert self._producer is not None
+        self._mqtt_io(self._wait_s)
         busy = self._drain_events()
         actions = self._tracker.tick(self._now())
         if self._backlog:
@@ -441,16 +460,36 @@ class CommandService:
             busy = True
             self._handle_commands(msgs)
         self._producer.poll(0)
-        if not busy:
-            wait = _IDLE_WAIT_S
-            due = self._tracker.next_due()
-            if due is not None:
-                wait = max(0.0, min(wait, (due - self._now()) / 1000))
-            try:
-                event = self._events.get(timeout=wait)
-            except queue.Empty:
+        wait = 0.0 if busy else _IDLE_WAIT_S
+        due = self._tracker.next_due()
+        if due is not None:
+            wait = max(0.0, min(wait, (due - self._now()) / 1000))
+        self._wait_s = wait
+
+    def _mqtt_io(self, timeout: float) -> None:
+        """Run paho's network loop once (waits up to ``timeout`` for MQTT traffic)."""
+        client = self._mqtt
+        assert client is not None
+        if self._reconnect_at is not None:
+            if time.monotonic() < self._reconnect_at:
+                time.sleep(timeout)
                 return
-            self._handle_event(event)
+            try:
+                client.reconnect()
+                self._reconnect_at = None
+                self._reconnect_delay = self.config.mqtt_reconnect_min_s
+            except OSError as exc:
+                self._schedule_reconnect(f"reconnect failed: {exc}")
+                return
+        rc = client.loop(timeout)
+        if rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_AGAIN):
+            self._schedule_reconnect(mqtt.error_string(rc))
+
+    def _schedule_reconnect(self, why: str) -> None:
+        delay = self._reconnect_delay
+        log.warning("command path MQTT connection lost (%s); reconnecting in %.1fs", why, delay)
+        self._reconnect_at = time.monotonic() + delay
+        self._reconnect_delay = min(delay * 2, self.config.mqtt_reconnect_max_s)
 
     def _flow_control(self) -> None:
         assert self._consumer is not None
@@ -482,6 +521,8 @@ class CommandService:
             sent = self._mids.pop(event.mid, None)
             if sent is not None:
                 self._execute(self._tracker.on_puback(sent[0], sent[1], event.reason, now))
+                if self._held:
+                    self._release_held()
         elif isinstance(event, _Incoming):
             self._handle_reply(event, now)
         else:
@@ -600,6 +641,18 @@ class CommandService:
                 self._release(action.source)
 
     def _publish(self, action: PublishAction) -> None:
+        if len(self._mids) >= self._inflight_limit or self._held:
+            self._held.append(action)
+            return
+        self._publish_now(action)
+
+    def _release_held(self) -> None:
+        while self._held and len(self._mids) < self._inflight_limit:
+            action = self._held.popleft()
+            if self._tracker.attempt_of(action.command.command_id) == action.attempt:
+                self._publish_now(action)
+
+    def _publish_now(self, action: PublishAction) -> None:
         assert self._mqtt is not None
         pub = build_publish(action.command, action.attempt, self._now())
         if pub is None:
@@ -673,6 +726,6 @@ class CommandService:
             return
         try:
             self._mqtt.disconnect()
-            self._mqtt.loop_stop()
+            self._mqtt.loop(0.1)
         finally:
             self._mqtt = None

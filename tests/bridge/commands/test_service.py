@@ -247,7 +247,12 @@ def test_bridge_killed_with_100_pending_restarts_and_finishes_every_command(
     def all_final() -> bool:
         return all(env.final(cid) is not None for cid in expected)
 
-    env.records.wait(all_final, 90, "a final state for all 100 commands")
+    try:
+        env.records.wait(all_final, 90, "a final state for all 100 commands")
+    except AssertionError as exc:
+        last = {cid: env.statuses(cid)[-1].state.value for cid in expected if env.statuses(cid)}
+        counts = {v: list(last.values()).count(v) for v in set(last.values())}
+        raise AssertionError(f"{exc}: last states {counts}\n{bridge.log_text()}") from exc
     states = {cid: env.final(cid).state for cid in expected}
     assert set(states.values()) == {State.SUCCEEDED}, states
     for cid, (device_id, total) in expected.items():
