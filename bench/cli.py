@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="throughput runs per contender and payload, interleaved; the best counts "
         "(default 2; --quick: 1)",
     )
+    run.add_argument(
+        "--bridge-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a BridgeConfig setting for iot-bridge, e.g. mqtt_receive_maximum=65535 "
+        "(repeatable; default: the bridge's own defaults)",
+    )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
@@ -119,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("--payloads must be comma-separated integers", file=sys.stderr)
         return 2
+    settings = []
+    for item in args.bridge_setting:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"--bridge-setting needs NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        settings.append((name.strip(), value.strip()))
     options = SuiteOptions(
         quick=args.quick,
         duration_s=args.duration or (3.0 if args.quick else 10.0),
@@ -134,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         scaling=not args.no_scaling,
         bridge_processes=(2,) if args.quick else (2, 4),
         repeats=args.repeat or (1 if args.quick else 2),
+        bridge_settings=tuple(settings),
         out_dir=args.out,
         data_dir=args.data_dir,
     )

@@ -281,9 +281,16 @@ def _python_env(extra: dict[str, str]) -> dict[str, str]:
 class OurBridgeSink(ProcessSink):
     """``iot-bridge`` (this project), one or more processes on one shared subscription."""
 
-    def __init__(self, *args: Any, processes: int = 1, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        processes: int = 1,
+        settings: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.processes = processes
+        self.settings = dict(settings or {})
         self._ports = [free_port() for _ in range(processes)]
 
     def extra_topics(self) -> list[str]:
@@ -309,6 +316,7 @@ class OurBridgeSink(ProcessSink):
             }
             if self.processes > 1:
                 env["IOT_MQTT_SHARE_GROUP"] = f"bench{stamp}"
+            env.update({"IOT_" + k.upper(): v for k, v in self.settings.items()})
             out.append(([sys.executable, "-m", "bridge.cli"], _python_env(env)))
         return out
 

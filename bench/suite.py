@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,7 @@ class SuiteOptions:
     scaling: bool = True
     bridge_processes: tuple[int, ...] = (2, 4)
     repeats: int = 2  # throughput runs per contender and payload, interleaved; best one counts
+    bridge_settings: tuple[tuple[str, str], ...] = ()  # BridgeConfig overrides for iot-bridge
     out_dir: Path = ROOT / "bench" / "results"
     data_dir: Path | None = None
 
@@ -225,7 +227,9 @@ class Runner:
         }
         sink: ProcessSink
         if contender in (OURS, OURS_QOS0):
-            sink = OurBridgeSink(processes=processes, **kw)
+            sink = OurBridgeSink(
+                processes=processes, settings=dict(self.opts.bridge_settings), **kw
+            )
         elif contender == NAIVE:
             sink = NaiveBridgeSink(**kw)
         elif contender == MQB:
@@ -492,6 +496,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     run = SuiteRun(options=options, machine=machine_info())
     run.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t_start = time.monotonic()
+    own_dir = options.data_dir is None
     data_dir = options.data_dir or Path(tempfile.mkdtemp(prefix="iot-bench-"))
     options = SuiteOptions(**{**options.__dict__, "data_dir": data_dir})
     stack = BenchStack(data_dir / "stack", options.partitions)
@@ -542,6 +547,9 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     finally:
         print("stopping Mosquitto + Kafka ...", file=sys.stderr, flush=True)
         stack.down()
+        if own_dir:  # the Kafka data of a full run is over a GB; keep only the logs
+            shutil.rmtree(data_dir / "stack", ignore_errors=True)
+        print(f"contender logs: {runner.log_dir}", file=sys.stderr, flush=True)
     run.finished_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     run.wall_s = round(time.monotonic() - t_start, 1)
     run.machine["loadavg_after"] = _read("/proc/loadavg").split()[:3]
