@@ -197,7 +197,18 @@ class Stack:
             return self.config.mqtt_url
         if name == "kafka":
             return self.config.kafka_bootstrap
+        # what the `up` that started it printed, whatever flags `status` was given
+        recorded = self._recorded_endpoints().get(name)
+        if recorded and service.running():
+            return recorded
         return service.endpoint if isinstance(service, AppService) else ""
+
+    def _recorded_endpoints(self) -> dict[str, str]:
+        try:
+            found = json.loads((self.config.data_dir / "stack.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def endpoints(self) -> dict[str, str]:
         found = {"mqtt": self.config.mqtt_url, "kafka": self.config.kafka_bootstrap}
