@@ -51,6 +51,18 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
         lines.append(f"- vs the naive bridge: **{r_naive:.1f}x** (target >= 2x).")
     if r_mqb is not None:
         lines.append(f"- vs mq-bridge: **{r_mqb:.2f}x** (target > 1).")
+    if ours is not None and ours.cpu_s_per_million is not None:
+        others = [
+            f"{r.contender} {r.cpu_s_per_million:.1f}"
+            for r in (naive, mqb)
+            if r is not None and r.cpu_s_per_million is not None
+        ]
+        lines.append(
+            f"- CPU per million messages: ours {ours.cpu_s_per_million:.1f} s"
+            + (f" (vs {', '.join(others)})" if others else "")
+            + (f"; peak RSS {ours.peak_rss_mb:.0f} MB" if ours.peak_rss_mb else "")
+            + "."
+        )
     if ours is not None and ours.lost is not None:
         lines.append(
             f"- our bridge lost {ours.lost} and duplicated {ours.duplicates} of "
