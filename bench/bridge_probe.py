@@ -72,7 +72,10 @@ def publisher(  # noqa: PLR0917 - a multiprocessing target takes positional args
         nonlocal acked
         buf = bytearray()
         while not stop:
-            data = sock.recv(1 << 20)
+            try:
+                data = sock.recv(1 << 20)
+            except OSError:
+                return
             if not data:
                 return
             buf += data

@@ -50,7 +50,7 @@ class BridgeConfig:
         "and queued messages while it is down.",
     )
     mqtt_receive_maximum: int = _setting(
-        8192,
+        20000,
         "MQTT 5 Receive Maximum: unacknowledged QoS 1 messages Mosquitto may have in flight to "
         "the bridge (1-65535). Too low caps throughput because acks wait for Kafka.",
     )
@@ -70,7 +70,9 @@ class BridgeConfig:
     # --- Kafka ---------------------------------------------------------------------------------
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(
-        5, "Producer linger.ms: how long librdkafka waits to fill a batch."
+        20,
+        "Producer linger.ms: how long librdkafka waits to fill a batch (20 measured best for "
+        "CPU per message; see docs/bridge.md).",
     )
     kafka_batch_size: int = _setting(262144, "Producer batch.size (bytes) per partition batch.")
     kafka_compression: str = _setting(
@@ -109,7 +111,7 @@ class BridgeConfig:
         65536, "Largest accepted MQTT payload (bytes); larger ones go to the DLQ."
     )
     pending_max_messages: int = _setting(
-        20000,
+        40000,
         "Back-pressure bound: messages received but not yet confirmed by Kafka. At the bound "
         "the bridge stops reading from Mosquitto.",
     )

@@ -61,6 +61,7 @@ class _Connection(asyncio.Protocol):
         for fut in (self.connack, self.suback):
             if not fut.done():
                 fut.set_exception(ConnectionError("connection closed"))
+                fut.exception()  # retrieved: nobody may be waiting any more
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -263,7 +264,7 @@ class Subscriber:
                     "MQTT %s:%s unavailable (%s); retrying in %.1f s",
                     self.host,
                     self.port,
-                    exc,
+                    str(exc) or type(exc).__name__,
                     delay,
                 )
             if self._stopping:

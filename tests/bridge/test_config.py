@@ -105,3 +105,11 @@ def test_kafka_extra_and_redaction() -> None:
 def test_unknown_override_rejected() -> None:
     with pytest.raises(ConfigError):
         BridgeConfig.load([], environ={}, no_such_setting=1)
+
+
+def test_operator_docs_list_every_setting() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "bridge.md").read_text()
+    for f in settings():
+        assert f"`{env_name(f.name)}`" in text, f.name
