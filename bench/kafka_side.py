@@ -247,6 +247,9 @@ def producer_performance_argv(
     records: int,
     record_size: int,
     throughput: float | None,
+    linger_ms: int = 5,
+    batch_size: int = 262144,
+    compression: str = "lz4",
 ) -> list[str]:
     """Kafka's producer benchmark with the same durability settings as the bridge."""
     return [
@@ -269,9 +272,9 @@ def producer_performance_argv(
         f"bootstrap.servers={bootstrap}",
         "acks=all",
         "enable.idempotence=true",
-        "linger.ms=5",
-        "batch.size=262144",
-        "compression.type=lz4",
+        f"linger.ms={linger_ms}",
+        f"batch.size={batch_size}",
+        f"compression.type={compression}",
     ]
 
 

@@ -38,8 +38,9 @@ def route_config(args: argparse.Namespace) -> dict[str, Any]:
                 "producer_options": [
                     ["acks", "all"],
                     ["enable.idempotence", "true"],
-                    ["linger.ms", "5"],
-                    ["compression.type", "lz4"],
+                    ["linger.ms", str(args.linger_ms)],
+                    ["batch.size", str(args.kafka_batch_size)],
+                    ["compression.type", args.compression],
                 ],
             }
         },
@@ -63,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka", required=True, help="Kafka bootstrap servers")
     parser.add_argument("--topic", required=True, help="Kafka topic to write")
     parser.add_argument("--batch-size", type=int, default=512, help="route batch size")
+    parser.add_argument("--linger-ms", type=int, default=5, help="producer linger.ms")
+    parser.add_argument(
+        "--kafka-batch-size", type=int, default=262144, help="producer batch.size (bytes)"
+    )
+    parser.add_argument("--compression", default="lz4", help="producer compression.type")
     parser.add_argument("--concurrency", type=int, default=1, help="route concurrency")
     args = parser.parse_args(argv)
 

@@ -356,10 +356,25 @@ class MqBridgeSink(ProcessSink):
     """``mq-bridge`` (PyPI) as an MQTT -> Kafka route, keyed by the MQTT topic."""
 
     def commands(self) -> list[tuple[list[str], dict[str, str]]]:
+        # the same MQTT window and Kafka producer tuning as our bridge's defaults
+        from bridge.config import BridgeConfig
+
+        ours = BridgeConfig()
+        window = str(min(ours.mqtt_receive_maximum, 65535))
         argv = [
             sys.executable,
             "-m",
             "bench.mqbridge_route",
+            "--max-inflight",
+            window,
+            "--queue-capacity",
+            window,
+            "--linger-ms",
+            str(ours.kafka_linger_ms),
+            "--kafka-batch-size",
+            str(ours.kafka_batch_size),
+            "--compression",
+            ours.kafka_compression,
             "--mqtt-url",
             f"tcp://{self.mqtt_host}:{self.mqtt_port}",
             "--client-id",

@@ -410,7 +410,10 @@ class Runner:
             else:
                 per_s_guess = 150_000 if payload <= 256 else 80_000
                 records = int(per_s_guess * opts.duration_s)
+            from bridge.config import BridgeConfig
             from bridge.stack.paths import broker_libs_dir
+
+            ours = BridgeConfig()
 
             argv = producer_performance_argv(
                 "java",
@@ -420,6 +423,9 @@ class Runner:
                 records=records,
                 record_size=payload,
                 throughput=rate,
+                linger_ms=ours.kafka_linger_ms,
+                batch_size=ours.kafka_batch_size,
+                compression=ours.kafka_compression,
             )
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out_path = self.log_dir / f"{topic}.log"
