@@ -94,10 +94,14 @@ class _Connection(asyncio.Protocol):
                 length = view[pos + 1]
                 start = pos + 2
                 if length & 0x80:
-                    decoded = codec.decode_varint(view, pos + 1)
-                    if decoded is None:
-                        break
-                    length, start = decoded
+                    if size - pos > 2 and not view[pos + 2] & 0x80:  # 2-byte length (< 16 KiB)
+                        length = (length & 0x7F) | (view[pos + 2] << 7)
+                        start = pos + 3
+                    else:
+                        decoded = codec.decode_varint(view, pos + 1)
+                        if decoded is None:
+                            break
+                        length, start = decoded
                 end = start + length
                 if end > size:
                     break

@@ -48,8 +48,10 @@ class AckWindow:
         self._entries.append(entry)
         self.count += 1
         self.bytes += entry.size
-        self.high_water_count = max(self.high_water_count, self.count)
-        self.high_water_bytes = max(self.high_water_bytes, self.bytes)
+        if self.count > self.high_water_count:  # noqa: PLR1730 - hot path, max() is slower
+            self.high_water_count = self.count
+        if self.bytes > self.high_water_bytes:  # noqa: PLR1730
+            self.high_water_bytes = self.bytes
 
     def pop_done(self) -> list[Entry]:
         """Remove and return the longest prefix of confirmed entries (ok or failed)."""
