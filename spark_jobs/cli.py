@@ -51,6 +51,8 @@ def _setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # pyspark logs every failed query with its whole JVM stack; the CLI reports the error itself
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
 
 
 def _parser() -> argparse.ArgumentParser:

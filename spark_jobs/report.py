@@ -157,6 +157,9 @@ def write_report(
         an = in_range(tables.read_table(spark, wh, schemas.ANOMALIES), "event_time", rng)
     except TableMissingError:
         an = None
+    if f"{noise_metric}_std" not in dm.columns:
+        metrics = sorted(c[: -len("_std")] for c in dm.columns if c.endswith("_std"))
+        raise AnalyticsError(f"no metric {noise_metric!r} in device_minute (has: {metrics})")
     bounds = dm.agg(F.min("window_start").alias("a"), F.max("window_end").alias("b")).first()
     if bounds is None or bounds["a"] is None:
         raise AnalyticsError(f"no device_minute rows in {rng.describe()}")
