@@ -69,7 +69,11 @@ async def _serve(cfg: BridgeConfig) -> int:
     registry = CollectorRegistry()
     registry.register(BridgeCollector(bridge.stats, bridge.gauges, bridge.mqtt_errors))
     http = HealthServer(
-        cfg.http_host, cfg.http_port, registry, alive=lambda: True, ready=lambda: bridge.ready
+        cfg.http_host,
+        cfg.http_port,
+        registry,
+        alive=lambda: bridge.alive,
+        ready=lambda: bridge.ready,
     )
     try:
         http.start()

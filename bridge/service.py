@@ -42,6 +42,7 @@ _FATAL_DELIVERY_CODES = frozenset(
 _RESUME_FRACTION = 0.8
 _FAST_TICK_S = 0.001
 _IDLE_TICK_S = 0.1
+_STUCK_AFTER_S = 10.0
 
 
 def producer_config(config: BridgeConfig) -> dict[str, Any]:
@@ -96,6 +97,7 @@ class TelemetryBridge:
         self._drained: asyncio.Event | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._tick_fast = False
+        self.last_tick = time.monotonic()
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._fatal: str | None = None
@@ -114,6 +116,11 @@ class TelemetryBridge:
             and not self._stopping
             and self._fatal is None
         )
+
+    @property
+    def alive(self) -> bool:
+        """False if the event loop has not run a tick for 10 s (stuck); True before start."""
+        return not self.started or time.monotonic() - self.last_tick < _STUCK_AFTER_S
 
     def gauges(self) -> dict[str, tuple[str, float]]:
         sub = self.subscriber
@@ -405,6 +412,7 @@ class TelemetryBridge:
         PUBACK writes on one thread: no GIL hand-offs or cross-thread wake-ups per batch.
         """
         self._tick_handle = None
+        self.last_tick = time.monotonic()
         if self._producer is None or self._poll_stop.is_set():
             return
         if self._producer.poll(0):

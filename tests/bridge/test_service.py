@@ -176,3 +176,14 @@ def test_producer_config_follows_design() -> None:
     assert conf["acks"] == "all"
     assert conf["partitioner"] == "murmur2_random"
     assert conf["linger.ms"] == "50"
+
+
+def test_alive_until_the_loop_stops_ticking(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, _, _ = rig
+    bridge.started = True
+    bridge._tick()
+    assert bridge.alive
+    bridge.last_tick -= 11
+    assert not bridge.alive
