@@ -160,6 +160,9 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
         "command_mqtt_client_id": f"bench-cmd-{tag}",
         "command_group_id": f"bench-cmd-{tag}",
         "commands_enabled": "1",
+        # no session outlives the run: a dead bridge's persistent session would keep queueing
+        # all telemetry in Mosquitto (and its autosave would write it every few seconds)
+        "mqtt_session_expiry_s": 0,
         "command_timeout_ms": 30000,
         "http_port": http_port,
         "log_format": "json",
@@ -209,6 +212,8 @@ def run(args: argparse.Namespace, mqtt_host: str, mqtt_port: int, bootstrap: str
                 "1",
                 "--connect-rate",
                 "1000",
+                "--session-expiry-s",
+                "0",
                 "--no-progress",
                 "--no-offsets",
                 "--mqtt-host",
