@@ -355,9 +355,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio: {rate / top:.2f}")
     print(f"bridge high water pending: {final.get('iot_bridge_pending_high_water_messages')}")
     count = lat.get("iot_bridge_produce_latency_seconds_count", 0)
-    for k, v in lat.items():
-        if "_bucket" in k and count:
-            print(f"  {k}: {v / count:.3f}")
+    buckets = sorted(
+        (float(k.split('le="')[1].split('"')[0]), v)
+        for k, v in lat.items()
+        if "_bucket" in k and "+Inf" not in k
+    )
+    for q in (0.5, 0.99):
+        prev_bound, prev_n = 0.0, 0.0
+        for bound, n in buckets:
+            if n >= q * count:
+                frac = (q * count - prev_n) / max(n - prev_n, 1)
+                value = prev_bound + frac * (bound - prev_bound)
+                print(f"p{int(q * 100)} receipt->Kafka ack: {value * 1000:.0f} ms (interpolated)")
+                break
+            prev_bound, prev_n = bound, n
     return 0
 
 

@@ -20,21 +20,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS: Final = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1,
+    0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
 
 
 class LatencyHistogram:
