@@ -83,9 +83,10 @@ class Device:
         props = Properties(PacketTypes.CONNECT)
         if self.persistent:
             props.SessionExpiryInterval = 600
+        # set before connecting: a persistent session may deliver at once
+        self._client = client
         client.connect(self.host, self.port, clean_start=not self.persistent, properties=props)
         client.loop_start()
-        self._client = client
         wait_for(self._subscribed.is_set, timeout, f"{self.device_id} subscribed")
         return self
 
