@@ -40,15 +40,21 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(doc)
 
 
+class _CliHandler(logging.StreamHandler):
+    """The handler main() installs (replaced, not stacked, when main() runs again)."""
+
+
 def _setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _CliHandler(sys.stderr)
     fmt = os.environ.get("IOT_LOG_FORMAT", "auto")
     if fmt == "json" or (fmt == "auto" and not sys.stderr.isatty()):
         handler.setFormatter(_JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for old in [h for h in root.handlers if isinstance(h, _CliHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # pyspark logs every failed query with its whole JVM stack; the CLI reports the error itself

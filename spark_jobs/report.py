@@ -247,7 +247,7 @@ def write_report(
             cols,
         ),
     ]
-    title = f"Fleet report {rng.describe()}"
+    title = f"Fleet report {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC"
     if fmt == "html":
         path = out_dir / "report.html"
         path.write_text(_html(title, sections, plots))
