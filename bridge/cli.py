@@ -92,15 +92,28 @@ async def _serve(cfg: BridgeConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, bridge, sig)
     commands: Any = None
-    if cfg.commands_enabled:
-        from bridge.commands.service import CommandService  # lazy: only when enabled
-
-        commands = CommandService(cfg)
-        commands.start()
-        log.info("command path started")
+    bridge_task = asyncio.create_task(bridge.run(), name="telemetry")
+    code = 0
     try:
-        code = await bridge.run()
+        if cfg.commands_enabled:
+            from bridge.commands.service import CommandService  # lazy: only when enabled
+
+            commands = CommandService(cfg)
+            try:
+                # start() rebuilds the pending set from Kafka and connects: off the loop, so
+                # the telemetry path runs meanwhile
+                await asyncio.to_thread(commands.start)
+                log.info("command path started")
+            except Exception as exc:
+                log.critical("command path failed to start: %s", exc, exc_info=True)
+                commands = None
+                code = 1
+                bridge.request_stop()
+        code = max(code, await bridge_task)
     finally:
+        if not bridge_task.done():
+            bridge.request_stop()
+            await bridge_task
         if commands is not None:
             await asyncio.to_thread(commands.stop, cfg.shutdown_timeout_s)
         http.stop()

@@ -93,8 +93,10 @@ class TelemetryBridge:
         self._backlog: deque[tuple[KafkaRecord, Entry]] = deque()
         self._paused = False
         self._stopping = False
-        self._stop_requested: asyncio.Event | None = None
-        self._drained: asyncio.Event | None = None
+        # asyncio.Event binds to the running loop on first use, so creating them here is safe
+        # and lets request_stop() work even before run() started
+        self._stop_requested = asyncio.Event()
+        self._drained = asyncio.Event()
         self._tick_handle: asyncio.TimerHandle | None = None
         self._tick_fast = False
         self.last_tick = time.monotonic()
@@ -185,8 +187,6 @@ class TelemetryBridge:
         cfg = self.config
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._stop_requested = asyncio.Event()
-        self._drained = asyncio.Event()
         self._producer = Producer(
             producer_config(cfg)
             | {"error_cb": self._on_kafka_error, "logger": logging.getLogger("librdkafka")}
