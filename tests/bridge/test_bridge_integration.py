@@ -135,6 +135,8 @@ def test_bad_input_goes_to_dlq_while_good_traffic_continues(
     pub.publish(f"devices/{good}/telemetry", telemetry(seq))
     seq += 1
     pub.publish(f"devices/{good}/status", b"online")
+    event = b'{"ts": 1700000000000, "seq": 0, "type": "door_open", "data": {"door": 2}}'
+    pub.publish(f"devices/{good}/events", event)
     pub.wait_all()
     pub.close()
     dlq = consume(
@@ -152,7 +154,9 @@ def test_bad_input_goes_to_dlq_while_good_traffic_continues(
     pres = consume(stack.kafka_bootstrap, [topics["topic_presence"]], until=lambda rs: len(rs) >= 1)
     assert pres[0].key == good.encode()
     assert orjson.loads(pres[0].value)["online"] is True
-    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= len(expected) + seq + 1, 30, "acks")
+    events = consume(stack.kafka_bootstrap, [topics["topic_events"]], until=lambda rs: len(rs) >= 1)
+    assert [(r.key, r.value) for r in events] == [(good.encode(), event)]
+    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= len(expected) + seq + 2, 30, "acks")
     codes = Counter(code for _, _, code, _ in expected)
     for code, n in codes.items():
         assert bridge.metric("iot_bridge_dlq_total", code=code) == n
