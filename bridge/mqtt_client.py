@@ -154,7 +154,11 @@ class _Connection(asyncio.Protocol):
                 self.suback.set_result(codec.decode_suback(body)[1])
         elif kind == codec.DISCONNECT:
             self.server_reason = codec.decode_disconnect_reason(body)
-            log.warning("Mosquitto sent DISCONNECT, reason 0x%02x", self.server_reason)
+            log.warning(
+                "Mosquitto sent DISCONNECT: %s (0x%02x)",
+                codec.DISCONNECT_REASONS.get(self.server_reason, "reason"),
+                self.server_reason,
+            )
             self.close()
         else:
             raise codec.MqttProtocolError(f"unexpected packet type {kind}")

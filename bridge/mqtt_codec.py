@@ -60,6 +60,22 @@ CONNACK_REASONS: Final = {
     0x9F: "connection rate exceeded",
 }
 
+DISCONNECT_REASONS: Final = {
+    0x00: "normal disconnection",
+    0x80: "unspecified error",
+    0x81: "malformed packet",
+    0x82: "protocol error",
+    0x87: "not authorized",
+    0x89: "server busy",
+    0x8B: "server shutting down",
+    0x8D: "keep alive timeout",
+    0x8E: "session taken over: another client connected with the same client id",
+    0x93: "receive maximum exceeded",
+    0x95: "packet too large",
+    0x97: "quota exceeded",
+    0x98: "administrative action",
+}
+
 # CONNACK reasons after which retrying cannot help (credentials, authorization, protocol)
 PERMANENT_CONNACK_REASONS: Final = frozenset({0x84, 0x85, 0x86, 0x87, 0x8A, 0x8C})
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bridge import mqtt_codec as codec
 from bridge.mqtt_client import Subscriber, _Connection
 
@@ -114,3 +117,20 @@ def test_qos2_publish_is_a_protocol_error() -> None:
     conn.data_received(bytes(raw))
     assert transport.closed
     assert sub.errors["protocol"] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=st.lists(st.binary(max_size=300), max_size=8))
+def test_garbage_from_the_server_never_raises(chunks: list[bytes]) -> None:
+    # fuzz the inbound decoder: anything malformed closes the connection, nothing escapes
+    _, _, conn, transport = make()
+    for chunk in chunks:
+        if transport.closed:
+            break
+        conn.data_received(chunk)  # must not raise
+    if not transport.closed:  # whatever is left is an incomplete packet, nothing decodable
+        try:
+            left = codec.split_packets(conn.buf)[1]
+        except codec.MqttProtocolError:
+            left = -1
+        assert left in (0, -1)
