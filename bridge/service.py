@@ -253,6 +253,8 @@ class TelemetryBridge:
                 await self._sleep_unless_stopped(delay)
                 delay = min(delay * 2, 10.0)
         for topic in self._kinds:
+            if self._stop_requested_now():
+                return
             # A topic created a moment ago may not be in every broker's metadata yet: retry
             # for a short grace period before calling it missing.
             grace_until = time.monotonic() + 5.0
