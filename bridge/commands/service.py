@@ -578,7 +578,10 @@ class CommandService:
             assert partition is not None
             assert offset is not None
             source = Source(partition, offset)
-            self._offsets.setdefault(partition, OrderedCompletion()).add(offset)
+            try:
+                self._offsets.setdefault(partition, OrderedCompletion()).add(offset)
+            except ValueError:
+                log.debug("offset %d of partition %d read twice", offset, partition)
             _, ts = msg.timestamp()
             parsed = parse_command(
                 msg.key(),

@@ -9,10 +9,12 @@ from typing import Any
 import orjson
 import pytest
 
-from bridge.commands.model import State
+from bridge.commands.client import CommandClient
+from bridge.commands.model import FINAL_STATES, State
 from bridge.commands.service import CommandService
+from bridge.config import BridgeConfig
 from tests.bridge.commands.conftest import CommandEnv
-from tests.bridge.commands.harness import Received, unique, wait_for
+from tests.bridge.commands.harness import Device, Received, Records, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -260,3 +262,66 @@ def test_bridge_killed_with_100_pending_restarts_and_finishes_every_command(
         assert len(matched) == 1, (cid, env.replies(cid))
         assert matched[0]["device_id"] == device_id
         assert matched[0]["result"]["sum"] == total
+
+
+@pytest.mark.slow
+def test_mosquitto_restart_the_service_reconnects_and_carries_on(
+    local_stack_factory: Callable[..., Any],
+    topic_factory: Callable[..., str],
+    group_factory: Callable[[], str],
+) -> None:
+    local = local_stack_factory(partitions=2)
+    bootstrap = local.kafka_bootstrap
+
+    def topic(prefix: str, compacted: bool = False) -> str:
+        return topic_factory(prefix, partitions=2, compacted=compacted, bootstrap=bootstrap)
+
+    config = BridgeConfig(
+        mqtt_host=local.mqtt_host,
+        mqtt_port=local.mqtt_port,
+        kafka_bootstrap=bootstrap,
+        topic_commands=topic("cmd"),
+        topic_command_status=topic("cmdstatus", compacted=True),
+        topic_command_replies=topic("cmdreplies"),
+        topic_commands_dlq=topic("cmddlq"),
+        command_group_id=group_factory(),
+        command_mqtt_client_id=unique("cmd-bridge"),
+        mqtt_reconnect_min_s=0.2,
+        mqtt_reconnect_max_s=1.0,
+    )
+    client = CommandClient(
+        bootstrap,
+        topic_commands=config.topic_commands,
+        topic_status=config.topic_command_status,
+        topic_replies=config.topic_command_replies,
+    )
+    records = Records(bootstrap, [config.topic_command_status])
+    device = Device(unique("dev"), local.mqtt_host, local.mqtt_port, persistent=True).connect()
+    service = CommandService(config)
+    service.start()
+
+    def final(cid: str) -> State | None:
+        states = [s.state for s in records.statuses(config.topic_command_status, cid)]
+        return next((s for s in reversed(states) if s in FINAL_STATES), None)
+
+    try:
+        first = client.send(device.device_id, "add", {"a": 1, "b": 1}, timeout_ms=3000)
+        records.wait(lambda: final(first) is not None, 30, "the first command")
+        assert final(first) is State.SUCCEEDED
+        local.mosquitto.stop()
+        second = client.send(device.device_id, "add", {"a": 2, "b": 2}, timeout_ms=3000)
+        records.wait(
+            lambda: bool(records.statuses(config.topic_command_status, second)),
+            30,
+            "the second command accepted while Mosquitto is down",
+        )
+        local.mosquitto.start()
+        records.wait(lambda: final(second) is not None, 60, "the second command")
+        assert final(second) is State.SUCCEEDED
+        assert service.is_alive()
+    finally:
+        service.stop(10)
+        device.disconnect()
+        records.close()
+        client.close()
+    assert service.failure is None
