@@ -308,7 +308,9 @@ class Subscriber:
                     raise MqttConnectRefusedError(text)
                 raise ConnectionError(text)
             self.generation += 1
-            conn.write(codec.encode_subscribe(1, self.filters, qos=1))
+            # retain handling 1: retained status messages only for a new subscription, not
+            # again on every reconnect of the persistent session
+            conn.write(codec.encode_subscribe(1, self.filters, qos=1, retain_handling=1))
             reasons = await asyncio.wait_for(asyncio.shield(conn.suback), 10)
             bad = [(f, r) for f, r in zip(self.filters, reasons, strict=False) if r >= 0x80]
             if bad or len(reasons) != len(self.filters):

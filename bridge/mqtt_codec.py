@@ -157,11 +157,17 @@ def encode_connect(
     return _packet(CONNECT << 4, body)
 
 
-def encode_subscribe(packet_id: int, filters: tuple[str, ...], qos: int = 1) -> bytes:
-    """SUBSCRIBE with one options byte (maximum QoS) per filter, no properties."""
+def encode_subscribe(
+    packet_id: int, filters: tuple[str, ...], qos: int = 1, retain_handling: int = 0
+) -> bytes:
+    """SUBSCRIBE with one options byte per filter (maximum QoS, retain handling), no properties.
+
+    Retain handling 1 = send retained messages only if the subscription is new (MQTT 5 3.8.3.1).
+    """
     body = struct.pack("!H", packet_id) + b"\x00"
+    options = bytes((qos | (retain_handling << 4),))
     for topic_filter in filters:
-        body += _utf8(topic_filter) + bytes((qos,))
+        body += _utf8(topic_filter) + options
     return _packet((SUBSCRIBE << 4) | 0x02, body)
 
 

@@ -334,3 +334,34 @@ def test_shared_subscription_splits_the_load_without_loss(
     assert a + b == 1000
     assert a > 0
     assert b > 0
+
+
+def test_retained_status_reaches_presence_once_not_on_every_restart(
+    stack: Any, bridge_factory: Any, topic_factory: Callable[..., str]
+) -> None:
+    topics = bridge_topics(topic_factory)
+    device = f"{device_prefix()}st"
+    pub = Publisher(stack.mqtt_host, stack.mqtt_port)
+    pub.client.publish(f"devices/{device}/status", b"online", qos=1, retain=True).wait_for_publish(
+        10
+    )
+    bridge = bridge_factory(**topics)
+
+    def mine(rs: list[Record]) -> list[Record]:
+        return [r for r in rs if r.key == device.encode()]
+
+    first = consume(
+        stack.kafka_bootstrap, [topics["topic_presence"]], until=lambda rs: bool(mine(rs))
+    )
+    assert [orjson.loads(r.value)["online"] for r in mine(first)] == [True]
+    bridge.restart()  # the session is resumed: no retained replay
+    pub.publish(f"devices/{device}/status", b"offline")  # a live change still comes through
+    pub.wait_all()
+    # clear the retained message so later tests and sessions do not see it
+    pub.client.publish(f"devices/{device}/status", b"", qos=1, retain=True).wait_for_publish(10)
+    pub.close()
+    after = consume(
+        stack.kafka_bootstrap, [topics["topic_presence"]], until=lambda rs: len(mine(rs)) >= 2
+    )
+    wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= 2, 30, "acks")
+    assert [orjson.loads(r.value)["online"] for r in mine(after)] == [True, False]

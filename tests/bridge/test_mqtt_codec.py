@@ -50,6 +50,11 @@ def test_connect_bytes() -> None:
     assert raw[1] == len(body)
 
 
+def test_subscribe_retain_handling_option() -> None:
+    raw = codec.encode_subscribe(1, ("a",), qos=1, retain_handling=1)
+    assert raw[-1] == 0x11  # QoS 1 | retain handling 1 (bits 4-5)
+
+
 def test_subscribe_bytes() -> None:
     raw = codec.encode_subscribe(7, ("a/+", "$share/g/b"), qos=1)
     # remaining length 22 = packet id 2 + properties 1 + (2+3+1) + (2+10+1)
