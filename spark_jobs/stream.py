@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_DIR = "_progress"
+PROGRESS_MAX_BYTES = 5_000_000  # then <query>.jsonl becomes <query>.jsonl.1 (one generation kept)
 
 
 # --- extract ---------------------------------------------------------------------------------
@@ -178,7 +179,10 @@ def _listener(progress_dir: Path) -> Any:
                 log.info("progress %s", json.dumps(summary))
             with self._lock:
                 progress_dir.mkdir(parents=True, exist_ok=True)
-                with (progress_dir / f"{summary['query']}.jsonl").open("a") as f:
+                path = progress_dir / f"{summary['query']}.jsonl"
+                if path.exists() and path.stat().st_size > PROGRESS_MAX_BYTES:
+                    path.replace(path.with_name(path.name + ".1"))
+                with path.open("a") as f:
                     f.write(json.dumps(summary) + "\n")
 
         def onQueryIdle(self, event: Any) -> None:  # noqa: N802
