@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_jobs.config import AnalyticsConfig
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # our log4j2.properties (warnings only) unless the operator has a Spark conf dir of their own
+    os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "conf"))
 log = logging.getLogger(__name__)
 
 
@@ -30,6 +33,8 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # our log4j2.properties (warnings only) unless the operator has a Spark conf dir of their own
+    os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "conf"))
     builder = (
         SparkSession.builder.master(cfg.spark_master)
         .appName(app_name)
