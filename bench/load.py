@@ -84,6 +84,7 @@ def _worker(
     index: int,
     spec: LoadSpec,
     published: Any,  # mp.Array("q") per process
+    acked: Any,  # mp.Array("q") per process: PUBACKs received (QoS 1)
     delivered: Any,  # mp.Value("q"), written by the orchestrator
     ready: Any,  # mp.Queue
     go: mps.Event,
@@ -168,6 +169,7 @@ def _worker(
                 if not data:
                     raise LoadError("Mosquitto closed a publisher connection")
                 ack_bytes += len(data)
+            acked[index] = ack_bytes // 4
         ended = time.time()
         # QoS 1: wait for Mosquitto to acknowledge everything (it then holds every message)
         ack_deadline = time.monotonic() + 60
@@ -177,6 +179,7 @@ def _worker(
                 if not data:
                     raise LoadError("Mosquitto closed a publisher connection")
                 ack_bytes += len(data)
+            acked[index] = ack_bytes // 4
         for s in socks:
             with contextlib.suppress(OSError):
                 s.sendall(mqtt_wire.DISCONNECT)
@@ -205,6 +208,7 @@ class LoadGenerator:
         ctx = mp.get_context("spawn")
         self._ctx = ctx
         self.published = ctx.Array("q", spec.processes, lock=False)
+        self.acked = ctx.Array("q", spec.processes, lock=False)
         self.delivered = ctx.Value("q", 0, lock=False)
         self._ready: Any = ctx.Queue()
         self._results: Any = ctx.Queue()
@@ -221,6 +225,7 @@ class LoadGenerator:
                     "index": i,
                     "spec": self.spec,
                     "published": self.published,
+                    "acked": self.acked,
                     "delivered": self.delivered,
                     "ready": self._ready,
                     "go": self._go,
@@ -246,6 +251,10 @@ class LoadGenerator:
 
     def total_published(self) -> int:
         return int(sum(self.published[:]))
+
+    def total_acked(self) -> int:
+        """PUBACKs received so far (QoS 1): messages Mosquitto has taken."""
+        return int(sum(self.acked[:]))
 
     def set_delivered(self, n: int) -> None:
         self.delivered.value = n

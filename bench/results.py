@@ -203,7 +203,7 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
     """Markdown: one row per contender, msgs/s per payload with ratios, costs and checks."""
     contenders: list[str] = []
     for res in results:
-        if res.scenario == "throughput" and res.contender not in contenders:
+        if res.scenario.startswith("throughput") and res.contender not in contenders:
             contenders.append(res.contender)
     head = ["contender"]
     for p in payloads:

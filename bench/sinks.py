@@ -134,6 +134,33 @@ class CounterSink(Sink):
         return self._rss
 
 
+class PublisherOnlySink(Sink):
+    """No subscriber at all: Mosquitto takes and drops, so the rate is the publishers' own
+    ceiling together with Mosquitto's ingest. "Delivered" = acknowledged by Mosquitto (QoS 1
+    PUBACKs), so bytes still sitting in socket buffers do not count."""
+
+    name = "publisher-only"
+    uses_kafka = False
+
+    def __init__(self) -> None:
+        self._load: Any = None
+
+    def attach(self, load: Any) -> None:
+        self._load = load
+
+    def start(self) -> None:
+        return None
+
+    def pids(self) -> list[int]:
+        return []
+
+    def delivered(self) -> int:
+        return int(self._load.total_acked()) if self._load is not None else 0
+
+    def stop(self) -> list[str]:
+        return []
+
+
 def publish_probe(host: str, port: int, seq: int) -> None:
     """One QoS 1 message from the probe device (ignored by the checks) to see the path work."""
     payload = PayloadMaker(PROBE_DEVICE, 200).make(time.time_ns() // 1_000_000, seq)

@@ -45,6 +45,7 @@ from bench.sinks import (
     NaiveBridgeSink,
     OurBridgeSink,
     ProcessSink,
+    PublisherOnlySink,
     Sink,
 )
 
@@ -52,11 +53,12 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_QOS0 = LIMIT + "-qos0"
+PUBLISHER = "publisher-only"
 OURS_QOS0 = "iot-bridge-qos0"
 NAIVE = "naive-bridge"
 MQB = "mq-bridge"
 KAFKA_PERF = "kafka-producer-perf"
-ALL_CONTENDERS = (LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB)
+ALL_CONTENDERS = (PUBLISHER, LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB)
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,8 @@ class Runner:
 
     def make_sink(self, contender: str, processes: int, latency: bool) -> tuple[Sink, str | None]:
         s = self.stack
+        if contender == PUBLISHER:
+            return PublisherOnlySink(), None
         if contender in (LIMIT, LIMIT_QOS0):
             qos = 0 if contender == LIMIT_QOS0 else 1
             return CounterSink(contender, s.mqtt_host, s.mqtt_port, qos=qos, latency=latency), None
@@ -282,6 +286,8 @@ class Runner:
                 processes=opts.publisher_processes,
             )
             load = LoadGenerator(spec)
+            if isinstance(sink, PublisherOnlySink):
+                sink.attach(load)
             load.start()
             cpu = CpuMeter(sink.pids())
             mosq_pid = self.stack.mosquitto_pid()
@@ -344,7 +350,9 @@ class Runner:
             key = f"{len(self.run.curves)}/{scenario}/{contender}/{payload}/{processes}/{devices}"
             self.run.curves[key] = samples
             result.curve_key = key
-            if isinstance(sink, CounterSink):
+            if isinstance(sink, PublisherOnlySink):
+                result.notes.append("no subscriber: the publishers' own ceiling through Mosquitto")
+            elif isinstance(sink, CounterSink):
                 result.lost = max(0, report.published - (result.delivered or 0))
                 if latency:
                     lat = [float(v) for v in sink.latencies]
@@ -519,7 +527,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
         for payload in options.payloads:
             tries: dict[str, list[RunResult]] = {}
             for _round in range(max(1, options.repeats)):
-                for contender in (LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB):
+                for contender in ALL_CONTENDERS:
                     if contender not in want:
                         continue
                     if contender == KAFKA_PERF:
