@@ -10,6 +10,7 @@ A server that cannot be had is an error, never a skip.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -75,6 +76,17 @@ def _containers() -> Iterator[Endpoints]:
             int(mqtt.get_exposed_port(mqtt.MQTT_PORT)),
             kafka.get_bootstrap_server(),
         )
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """CLIs run in-process install handlers on the (captured) stderr of one test; later tests
+    would log into that closed stream. Put the root logger back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -95,7 +95,13 @@ def test_simulator_through_bridge_into_device_minute(
     assert sum(sent.values()) == 8 * 40
 
     # what Kafka holds, per device and event-time minute (the bridge may add duplicates)
+    # Mosquitto's PUBACK ends the simulator's run; the bridge may still be producing the tail,
+    # so read until every sent (device, seq) is in Kafka.
+    deadline = time.monotonic() + 30
     records = _read_topic(stack.kafka_bootstrap, telemetry)
+    while len({(k, v["seq"]) for k, v in records}) < sum(sent.values()):
+        assert time.monotonic() < deadline, "the bridge did not deliver the whole run"
+        records = _read_topic(stack.kafka_bootstrap, telemetry)
     per_minute: Counter[tuple[str, int]] = Counter()
     for key, value in records:
         per_minute[(key, value["ts"] // 60_000)] += 1
