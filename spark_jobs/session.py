@@ -47,6 +47,13 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     )
+    if cfg.spark_master.startswith("local"):
+        # A local job talks only to itself: keep the driver (and its block manager) on loopback
+        # instead of the address Spark guesses from the host name.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     jars = cfg.jars()
     if not kafka and jars:
         builder = builder.config("spark.jars", ",".join(str(j.resolve()) for j in jars))
