@@ -25,8 +25,7 @@ from bridge.stack.launcher import Stack
 from bridge.stack.ports import free_port
 from bridge.stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
 
-if (Path(__file__).parent / "plugins" / "bridge_process.py").exists():
-    pytest_plugins = ["tests.plugins.bridge_process"]
+pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
 
 
 @dataclass(frozen=True)
