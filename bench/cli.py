@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a BridgeConfig setting for iot-bridge, e.g. mqtt_receive_maximum=65535 "
         "(repeatable; default: the bridge's own defaults)",
     )
+    run.add_argument(
+        "--mq-bridge-args",
+        default="",
+        help="extra arguments for bench.mqbridge_route, e.g. '--batch-size 2048 --linger-ms 5'",
+    )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
@@ -150,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         bridge_processes=(2,) if args.quick else (2, 4),
         repeats=args.repeat or (1 if args.quick else 2),
         bridge_settings=tuple(settings),
+        mq_bridge_args=tuple(args.mq_bridge_args.split()),
         out_dir=args.out,
         data_dir=args.data_dir,
     )

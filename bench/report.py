@@ -106,6 +106,7 @@ def from_json(data: dict[str, Any]) -> Any:
     for key in ("payloads", "contenders", "bridge_processes"):
         opts[key] = tuple(opts[key])
     opts["bridge_settings"] = tuple(tuple(kv) for kv in opts.get("bridge_settings", ()))
+    opts["mq_bridge_args"] = tuple(opts.get("mq_bridge_args", ()))
     run = SuiteRun(options=SuiteOptions(**opts), machine=data["machine"])
     run.results = [RunResult.from_dict(r) for r in data["results"]]
     run.started_at = data["started_at"]

@@ -124,11 +124,15 @@ class CounterSink(Sink):
             with contextlib.suppress(Exception):
                 self.latencies = self._lat.get(timeout=30)
         self._proc.join(timeout=10)
+        notes = []
         if self._proc.is_alive():
             self._proc.kill()
             self._proc.join(5)
+            notes.append("counting subscriber did not stop (killed)")
+        elif self._proc.exitcode != 0:
+            notes.append(f"counting subscriber FAILED (exit {self._proc.exitcode})")
         self._proc = None
-        return []
+        return notes
 
     def peak_rss_mb(self) -> float | None:
         return self._rss
@@ -382,6 +386,10 @@ class NaiveBridgeSink(ProcessSink):
 class MqBridgeSink(ProcessSink):
     """``mq-bridge`` (PyPI) as an MQTT -> Kafka route, keyed by the MQTT topic."""
 
+    def __init__(self, *args: Any, extra_args: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.extra_args = list(extra_args)
+
     def commands(self) -> list[tuple[list[str], dict[str, str]]]:
         # the same MQTT window and Kafka producer tuning as our bridge's defaults
         from bridge.config import BridgeConfig
@@ -410,6 +418,7 @@ class MqBridgeSink(ProcessSink):
             self.bootstrap,
             "--topic",
             self.topic,
+            *self.extra_args,
         ]
         # exposes mqb.src.mqtt_topic, which the route uses as the Kafka key (one partition
         # per device, like our bridge)

@@ -7,6 +7,7 @@ deliver one-to-one with the same publisher load: the ceiling every bridge is com
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import time
 from typing import Any
@@ -32,7 +33,7 @@ def count_forever(
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(mqtt_wire.connect_v5(f"bench-counter-{time.time_ns()}"))
     sock.sendall(mqtt_wire.subscribe_v5(1, topic_filter, qos))
-    sock.settimeout(0.2)
+    sock.settimeout(None)  # blocking: acks must go out even while Mosquitto is busy
     reader = mqtt_wire.StreamReader()
     n = 0
     samples: list[int] = []
@@ -40,10 +41,10 @@ def count_forever(
     subscribed = False
     try:
         while not stop.is_set():
-            try:
-                data = sock.recv(1 << 18)
-            except TimeoutError:
+            readable, _, _ = select.select([sock], [], [], 0.2)
+            if not readable:
                 continue
+            data = sock.recv(1 << 18)
             if not data:
                 break
             acks: list[bytes] = []

@@ -139,3 +139,12 @@ def test_keep_best_relabels_the_slower_repeats() -> None:
     assert [r.scenario for r in runs] == ["throughput-repeat", "throughput", "throughput-repeat"]
     assert "best of 3 runs (20,000, 25,000, failed msgs/s)" in best.notes
     assert "the other runs lost 2" in best.notes
+
+
+def test_keep_best_prefers_runs_without_loss() -> None:
+    from bench.suite import keep_best
+
+    runs = [_r(OURS, 1024, 30_000.0, lost=5), _r(OURS, 1024, 25_000.0, lost=0)]
+    assert keep_best(runs) is runs[1]
+    lossy = [_r(OURS, 1024, 30_000.0, lost=5), _r(OURS, 1024, 20_000.0, lost=1)]
+    assert keep_best(lossy) is lossy[0]
