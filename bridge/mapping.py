@@ -73,11 +73,7 @@ _STATUS_VALUES: Final = {b"online": True, b"offline": False}
 
 def validate_telemetry(doc: Any) -> Rejection | None:
     """Check a parsed telemetry document; None if valid."""
-    if type(doc) is not dict:
-        return Rejection(
-            ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
-        )
-    bad = _check_ts_seq(doc)
+    bad = _check_envelope(doc)
     if bad is not None:
         return bad
     if "metrics" not in doc:
@@ -100,11 +96,7 @@ def validate_telemetry(doc: Any) -> Rejection | None:
 
 def validate_event(doc: Any) -> Rejection | None:
     """Check a parsed event document; None if valid."""
-    if type(doc) is not dict:
-        return Rejection(
-            ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
-        )
-    bad = _check_ts_seq(doc)
+    bad = _check_envelope(doc)
     if bad is not None:
         return bad
     if "type" not in doc:
@@ -115,7 +107,12 @@ def validate_event(doc: Any) -> Rejection | None:
     return None
 
 
-def _check_ts_seq(doc: dict[str, Any]) -> Rejection | None:
+def _check_envelope(doc: Any) -> Rejection | None:
+    """What telemetry and events share: a JSON object with an int `ts` and an int `seq` >= 0."""
+    if type(doc) is not dict:
+        return Rejection(
+            ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
+        )
     if "ts" not in doc:
         return Rejection(ErrorCode.MISSING_FIELD, "missing field 'ts'")
     if type(doc["ts"]) is not int:
