@@ -68,6 +68,18 @@ class Publisher:
         self.client.loop_stop()
 
 
+def publish_rounds(host: str, port: int, devices: list[str], rounds: range) -> None:
+    """Publish one QoS 1 telemetry message per device per round, seq = round; wait for PUBACKs."""
+    pub = Publisher(host, port)
+    try:
+        for seq in rounds:
+            for device in devices:
+                pub.publish(f"devices/{device}/telemetry", telemetry(seq))
+        pub.wait_all()
+    finally:
+        pub.close()
+
+
 def telemetry(seq: int, *, ts: int | None = None, **metrics: float) -> bytes:
     return orjson.dumps(
         {

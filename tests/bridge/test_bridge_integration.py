@@ -17,6 +17,7 @@ from tests.bridge.helpers import (
     Record,
     consume,
     device_prefix,
+    publish_rounds,
     telemetry,
     wait_for,
 )
@@ -70,12 +71,7 @@ def test_fleet_every_message_once_keyed_partitioned_in_order(
     bridge = bridge_factory(**topics)
     prefix = device_prefix()
     devices = [f"{prefix}{i:03d}" for i in range(200)]
-    pub = Publisher(stack.mqtt_host, stack.mqtt_port)
-    for seq in range(50):
-        for d in devices:
-            pub.publish(f"devices/{d}/telemetry", telemetry(seq))
-    pub.wait_all()
-    pub.close()
+    publish_rounds(stack.mqtt_host, stack.mqtt_port, devices, range(50))
     records = consume(
         stack.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= 10_000
     )
@@ -285,21 +281,14 @@ def test_reconnects_after_mosquitto_restart_and_keeps_its_session(
         mqtt_reconnect_max_s=1.0,
         **topics,
     )
-    pub = Publisher(local.mqtt_host, local.mqtt_port)
-    pub.publish("devices/r1/telemetry", telemetry(0))
-    pub.wait_all()
-    pub.close()
+    publish_rounds(local.mqtt_host, local.mqtt_port, ["r1"], range(1))
     wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= 1, 30, "first message")
     local.mosquitto.stop()
     wait_for(lambda: bridge.http_get("/readyz")[0] == 503, 30, "not ready while MQTT is down")
     local.mosquitto.start()
     # published right after the restart, possibly before the bridge is back: the session
     # (kept in Mosquitto's persistence) holds the messages for it
-    pub = Publisher(local.mqtt_host, local.mqtt_port)
-    for seq in range(1, 50):
-        pub.publish("devices/r1/telemetry", telemetry(seq))
-    pub.wait_all()
-    pub.close()
+    publish_rounds(local.mqtt_host, local.mqtt_port, ["r1"], range(1, 50))
     bridge.wait_ready(30)
     records = consume(
         local.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= 50
@@ -318,12 +307,7 @@ def test_shared_subscription_splits_the_load_without_loss(
     second = bridge_factory(mqtt_share_group=group, **topics)
     prefix = device_prefix()
     devices = [f"{prefix}{i:02d}" for i in range(20)]
-    pub = Publisher(stack.mqtt_host, stack.mqtt_port)
-    for seq in range(50):
-        for d in devices:
-            pub.publish(f"devices/{d}/telemetry", telemetry(seq))
-    pub.wait_all()
-    pub.close()
+    publish_rounds(stack.mqtt_host, stack.mqtt_port, devices, range(50))
     records = consume(
         stack.kafka_bootstrap, [topics["topic_telemetry"]], until=lambda rs: len(rs) >= 1000
     )
