@@ -270,15 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         if bootstrap is None:
             from bridge.stack.config import StackConfig
             from bridge.stack.launcher import Stack
-            from bridge.stack.ports import free_port
 
             local = Stack(
-                StackConfig(
-                    data_dir=root / "stack", mqtt_port=free_port(), kafka_port=free_port(),
-                    kafka_controller_port=free_port(), partitions=6, kafka_heap="512m",
-                    with_bridge=False, with_analytics=False,
-                )
-            )  # fmt: skip
+                StackConfig.servers_on_free_ports(root / "stack", partitions=6, kafka_heap="512m")
+            )
             local.up()
             bootstrap = local.kafka_bootstrap
         try:

@@ -162,18 +162,8 @@ class BenchStack:
     def __init__(self, data_dir: Path, partitions: int) -> None:
         from bridge.stack.config import StackConfig
         from bridge.stack.launcher import Stack
-        from bridge.stack.ports import free_port
 
-        self.config = StackConfig(
-            data_dir=data_dir,
-            mqtt_port=free_port(),
-            kafka_port=free_port(),
-            kafka_controller_port=free_port(),
-            partitions=partitions,
-            kafka_heap="768m",
-            with_bridge=False,
-            with_analytics=False,
-        )
+        self.config = StackConfig.servers_on_free_ports(data_dir, partitions)
         self.stack = Stack(self.config)
 
     def up(self) -> None:

@@ -22,7 +22,6 @@ import pytest
 
 from bridge.stack.config import StackConfig
 from bridge.stack.launcher import Stack
-from bridge.stack.ports import free_port
 from bridge.stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
 
 pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
@@ -41,16 +40,7 @@ class Endpoints:
 
 def local_stack_config(data_dir: Path, partitions: int = 12) -> StackConfig:
     """A stack config on free ports, nothing but the two servers."""
-    return StackConfig(
-        data_dir=data_dir,
-        mqtt_port=free_port(),
-        kafka_port=free_port(),
-        kafka_controller_port=free_port(),
-        partitions=partitions,
-        kafka_heap="512m",
-        with_bridge=False,
-        with_analytics=False,
-    )
+    return StackConfig.servers_on_free_ports(data_dir, partitions, kafka_heap="512m")
 
 
 def _docker_engine_answers() -> bool:

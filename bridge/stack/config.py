@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.stack.errors import StackError
+from bridge.stack.ports import free_port
 
 
 def _env(name: str, default: Any, kind: type) -> Any:
@@ -99,6 +100,22 @@ class StackConfig:
             values[f.name] = _env(f.metadata["env"], f.default, kind)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    @classmethod
+    def servers_on_free_ports(
+        cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m"
+    ) -> StackConfig:
+        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks."""
+        return cls(
+            data_dir=data_dir,
+            mqtt_port=free_port(),
+            kafka_port=free_port(),
+            kafka_controller_port=free_port(),
+            partitions=partitions,
+            kafka_heap=kafka_heap,
+            with_bridge=False,
+            with_analytics=False,
+        )
 
     def with_changes(self, **changes: Any) -> StackConfig:
         return replace(self, **changes)
