@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.stack.errors import StackError
-from bridge.stack.ports import free_port
+from bridge.stack.ports import free_ports
 
 
 def _env(name: str, default: Any, kind: type) -> Any:
@@ -106,11 +106,12 @@ class StackConfig:
         cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m"
     ) -> StackConfig:
         """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks."""
+        mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(
             data_dir=data_dir,
-            mqtt_port=free_port(),
-            kafka_port=free_port(),
-            kafka_controller_port=free_port(),
+            mqtt_port=mqtt_port,
+            kafka_port=kafka_port,
+            kafka_controller_port=controller_port,
             partitions=partitions,
             kafka_heap=kafka_heap,
             with_bridge=False,

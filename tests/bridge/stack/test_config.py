@@ -44,3 +44,15 @@ def test_wildcard_bind_is_reached_on_loopback() -> None:
     cfg = StackConfig(bind_host="0.0.0.0", kafka_port=19092)
     assert cfg.kafka_bootstrap == "127.0.0.1:19092"
     assert cfg.controller_port == 19093
+
+
+def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path) -> None:
+    cfg = StackConfig.servers_on_free_ports(tmp_path, partitions=3)
+    ports = {cfg.mqtt_port, cfg.kafka_port, cfg.controller_port}
+    assert len(ports) == 3
+    assert (cfg.with_bridge, cfg.with_analytics, cfg.devices, cfg.partitions) == (
+        False,
+        False,
+        0,
+        3,
+    )
