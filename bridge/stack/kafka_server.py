@@ -18,9 +18,16 @@ from bridge.stack.process import ManagedProcess
 READY_LINE = "Kafka Server started"
 
 
-def _cluster_id() -> str:
-    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+def cluster_id() -> str:
+    """A KRaft cluster id in Kafka's Uuid text form: 16 random bytes, URL-safe base64, unpadded.
+
+    Like Kafka's own Uuid.randomUuid(), never one that starts with "-": the storage tool's
+    argument parser would take it for an option (one start in 64 failed that way).
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaServer:
@@ -78,8 +85,7 @@ class KafkaServer:
                 "kafka.tools.StorageTool",
                 "format",
                 "--standalone",
-                "--cluster-id",
-                _cluster_id(),
+                f"--cluster-id={cluster_id()}",
                 "--config",
                 str(self.properties_path),
             ],

@@ -34,3 +34,14 @@ def test_mosquitto_conf(tmp_path: Path) -> None:
     assert f"persistence_location {tmp_path / 'mosquitto'}/" in lines
     assert "max_queued_messages 1234" in lines
     assert not any("${" in line for line in lines)
+
+
+def test_cluster_ids_are_kafka_uuids_that_never_look_like_an_option() -> None:
+    import base64
+
+    from bridge.stack.kafka_server import cluster_id
+
+    ids = [cluster_id() for _ in range(2000)]  # ~31 would start with "-" if not excluded
+    assert not any(i.startswith("-") for i in ids)
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
+    assert len(set(ids)) == len(ids)
