@@ -48,6 +48,8 @@ from bench.sinks import (
     PublisherOnlySink,
     Sink,
 )
+from bridge.stack.config import StackConfig
+from bridge.stack.launcher import Stack
 
 log = logging.getLogger(__name__)
 
@@ -156,43 +158,15 @@ def machine_info() -> dict[str, Any]:
 # -- the stack ---------------------------------------------------------------------------------
 
 
-class BenchStack:
-    """Mosquitto + Kafka on free ports in their own data dir (the project's launcher)."""
-
-    def __init__(self, data_dir: Path, partitions: int) -> None:
-        from bridge.stack.config import StackConfig
-        from bridge.stack.launcher import Stack
-
-        self.config = StackConfig.servers_on_free_ports(data_dir, partitions)
-        self.stack = Stack(self.config)
-
-    def up(self) -> None:
-        self.stack.up(progress=lambda msg: log.info("stack: %s", msg))
-
-    def down(self) -> None:
-        self.stack.down(progress=lambda msg: log.info("stack: %s", msg))
-
-    @property
-    def mqtt_host(self) -> str:
-        return self.config.connect_host
-
-    @property
-    def mqtt_port(self) -> int:
-        return self.config.mqtt_port
-
-    @property
-    def bootstrap(self) -> str:
-        return self.config.kafka_bootstrap
-
-    def mosquitto_pid(self) -> int | None:
-        return self.stack.mosquitto.process.pid()
+def _stack_progress(message: str) -> None:
+    log.info("stack: %s", message)
 
 
 # -- one run -----------------------------------------------------------------------------------
 
 
 class Runner:
-    def __init__(self, stack: BenchStack, options: SuiteOptions, run: SuiteRun) -> None:
+    def __init__(self, stack: Stack, options: SuiteOptions, run: SuiteRun) -> None:
         self.stack = stack
         self.opts = options
         self.run = run
@@ -215,7 +189,7 @@ class Runner:
             "name": contender,
             "mqtt_host": s.mqtt_host,
             "mqtt_port": s.mqtt_port,
-            "bootstrap": s.bootstrap,
+            "bootstrap": s.kafka_bootstrap,
             "topic": topic,
             "partitions": self.opts.partitions,
             "log_dir": self.log_dir,
@@ -281,7 +255,7 @@ class Runner:
                 sink.attach(load)
             load.start()
             cpu = CpuMeter(sink.pids())
-            mosq_pid = self.stack.mosquitto_pid()
+            mosq_pid = self.stack.mosquitto.process.pid()
             broker = CpuMeter([mosq_pid] if mosq_pid else [])
             load_cpu = CpuMeter(load.pids())
             samples: list[tuple[float, int]] = [(0.0, 0)]
@@ -351,7 +325,7 @@ class Runner:
                     result.latency_p99_ms = percentile(lat, 99)
             elif topic is not None:
                 v = verify_topic(
-                    self.stack.bootstrap,
+                    self.stack.kafka_bootstrap,
                     topic,
                     report.per_device,
                     latency_from_ms=latency_from if latency else None,
@@ -403,7 +377,7 @@ class Runner:
         )
         try:
             topic = self.topic("perf")
-            create_topics(self.stack.bootstrap, [topic], opts.partitions)
+            create_topics(self.stack.kafka_bootstrap, [topic], opts.partitions)
             if rate:
                 records = int(rate * opts.duration_s)
             else:
@@ -417,7 +391,7 @@ class Runner:
             argv = producer_performance_argv(
                 "java",
                 str(broker_libs_dir() / "*"),
-                self.stack.bootstrap,
+                self.stack.kafka_bootstrap,
                 topic,
                 records=records,
                 record_size=payload,
@@ -506,9 +480,10 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     own_dir = options.data_dir is None
     data_dir = options.data_dir or Path(tempfile.mkdtemp(prefix="iot-bench-"))
     options = SuiteOptions(**{**options.__dict__, "data_dir": data_dir})
-    stack = BenchStack(data_dir / "stack", options.partitions)
+    # Mosquitto + Kafka on free ports in their own data dir (the project's launcher)
+    stack = Stack(StackConfig.servers_on_free_ports(data_dir / "stack", options.partitions))
     print(f"starting Mosquitto + Kafka under {data_dir} ...", file=sys.stderr, flush=True)
-    stack.up()
+    stack.up(progress=_stack_progress)
     runner = Runner(stack, options, run)
     want = set(options.contenders)
 
@@ -553,7 +528,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
                 record(runner.mqtt_run(OURS, "scaling", big, devices=options.many_devices))
     finally:
         print("stopping Mosquitto + Kafka ...", file=sys.stderr, flush=True)
-        stack.down()
+        stack.down(progress=_stack_progress)
         if own_dir:  # the Kafka data of a full run is over a GB; keep only the logs
             shutil.rmtree(data_dir / "stack", ignore_errors=True)
         print(f"contender logs: {runner.log_dir}", file=sys.stderr, flush=True)
