@@ -178,6 +178,24 @@ async def _count(host: str, port: int, prefix: str, target: int, ready: asyncio.
     return target / (sink.last - sink.first)
 
 
+def _publisher_process(args: argparse.Namespace, prefix: str, done: mp.Queue) -> mp.Process:
+    """The load publisher as a child process (not started), configured from the probe's flags."""
+    return mp.Process(
+        target=publisher,
+        args=(
+            args.mqtt_host,
+            args.mqtt_port,
+            args.messages,
+            args.size,
+            args.devices,
+            prefix,
+            args.window,
+            args.rate,
+            done,
+        ),
+    )
+
+
 def ceiling(args: argparse.Namespace) -> float:
     prefix = f"c{uuid.uuid4().hex[:4]}-"
     done: mp.Queue = mp.Queue()
@@ -188,20 +206,7 @@ def ceiling(args: argparse.Namespace) -> float:
             _count(args.mqtt_host, args.mqtt_port, prefix, args.messages, ready)
         )
         await ready.wait()
-        proc = mp.Process(
-            target=publisher,
-            args=(
-                args.mqtt_host,
-                args.mqtt_port,
-                args.messages,
-                args.size,
-                args.devices,
-                prefix,
-                args.window,
-                args.rate,
-                done,
-            ),
-        )
+        proc = _publisher_process(args, prefix, done)
         proc.start()
         rate = await counter
         proc.join()
@@ -270,20 +275,7 @@ def bridge_run(args: argparse.Namespace) -> tuple[float, float, dict[str, float]
             pass
         time.sleep(0.1)
     done: mp.Queue = mp.Queue()
-    pub = mp.Process(
-        target=publisher,
-        args=(
-            args.mqtt_host,
-            args.mqtt_port,
-            args.messages,
-            args.size,
-            args.devices,
-            prefix,
-            args.window,
-            args.rate,
-            done,
-        ),
-    )
+    pub = _publisher_process(args, prefix, done)
     base = _metrics(port).get("iot_bridge_acked_total", 0.0)
     peak_rss = 0.0
     cpu0 = _cpu_s(proc.pid)
