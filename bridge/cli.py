@@ -96,9 +96,11 @@ async def _serve(cfg: BridgeConfig) -> int:
     code = 0
     try:
         if cfg.commands_enabled:
+            from bridge.commands.metrics import CommandCollector
             from bridge.commands.service import CommandService  # lazy: only when enabled
 
             commands = CommandService(cfg)
+            registry.register(CommandCollector(commands))  # same metrics as `iot-cmd serve`
             try:
                 # start() rebuilds the pending set from Kafka and connects: off the loop, so
                 # the telemetry path runs meanwhile

@@ -154,6 +154,12 @@ class BridgeConfig:
     command_max_inflight: int = _setting(
         1000, "Command publishes in flight to Mosquitto (unacknowledged QoS 1) at most."
     )
+    command_http_port: int = _setting(
+        9101,
+        "Port of `iot-cmd serve`'s metrics (/metrics) and health (/healthz, /readyz) endpoint, "
+        "on http_host; 0 = no endpoint. (Inline, iot-bridge exports the same metrics on "
+        "http_port.)",
+    )
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -217,6 +223,7 @@ class BridgeConfig:
             "command_mqtt_client_id must be 1-128 characters",
         )
         need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
+        need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
         if problems:
             raise ConfigError("invalid bridge configuration: " + "; ".join(problems))
 

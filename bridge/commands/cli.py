@@ -297,9 +297,13 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
 
 
 def _cmd_serve(ns: argparse.Namespace) -> int:
+    from bridge import logs
+    from bridge.commands.metrics import CommandHealth, health_server
     from bridge.commands.service import CommandService
 
     cfg = from_namespace(ns)
+    if not ns.verbose:  # -v/-vv keep the plain text set-up of main()
+        logs.configure(cfg.log_level, cfg.log_format)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -308,15 +312,41 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     service = CommandService(cfg)
-    service.start()
-    log.info("command path running (group %s)", cfg.command_group_id)
-    print("command path ready", file=sys.stderr, flush=True)
+    health = CommandHealth(service)
+    http = None
+    if cfg.command_http_port:
+        http = health_server(cfg.http_host, cfg.command_http_port, health)
+        try:
+            http.start()
+        except OSError as exc:
+            log.critical("cannot listen on %s:%s: %s", cfg.http_host, cfg.command_http_port, exc)
+            return EXIT_ERROR
+        log.info(
+            "metrics/health on http://%s:%d (/metrics /healthz /readyz)",
+            cfg.http_host,
+            http.port,
+            extra={"http_port": http.port, "event": "http_listening"},
+        )
     try:
+        try:
+            service.start()
+        except BaseException:
+            health.mark_start_failed()
+            raise
+        health.mark_started()
+        log.info(
+            "command path running (group %s)",
+            cfg.command_group_id,
+            extra={"event": "commands_ready"},
+        )
+        print("command path ready", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             if not service.is_alive():
                 break
     finally:
         service.stop(cfg.shutdown_timeout_s + 5)
+        if http is not None:
+            http.stop()
     if service.failure is not None:
         print(f"iot-cmd serve: {service.failure}", file=sys.stderr)
         return EXIT_ERROR
