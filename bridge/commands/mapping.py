@@ -1,7 +1,7 @@
 """Pure mapping between commands and MQTT: the publish to a device, the reply from it.
 
-Imports neither paho nor confluent_kafka; the service turns `CommandPublish` into a paho
-publish with MQTT 5 properties.
+Imports no MQTT or Kafka client; the service encodes `CommandPublish` as an MQTT 5 PUBLISH
+with properties (`bridge.mqtt_codec.publish_properties`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """`CommandService`: the I/O around the pure tracker.
 
 One worker thread owns the tracker, the Kafka consumer (``iot.commands``), the Kafka producer
-(status, replies, dead letters) and the paho client, whose network loop it runs itself
-(``client.loop``): a separate paho thread fighting the worker for the GIL turned millisecond
-PUBACKs into seconds under load. paho's callbacks only put events on a queue that the worker
-drains right after each loop.
+(status, replies, dead letters) and the MQTT connection (:class:`CommandLink`), whose socket it
+reads and writes itself: no second thread fights it for the GIL (a paho network thread turned
+millisecond PUBACKs into seconds under load), and a step's publishes and PUBACKs leave in one
+write.
 
 Delivery rules:
 
@@ -21,7 +21,6 @@ Delivery rules:
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import paho.mqtt.client as mqtt
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -40,11 +38,8 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-from paho.mqtt.reasoncodes import ReasonCode
-from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from bridge import mqtt_codec as codec
 from bridge.commands.client import topic_metadata, watermarks
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
@@ -62,6 +57,14 @@ from bridge.commands.model import (
     encode_status,
     parse_command,
 )
+from bridge.commands.mqtt_link import (
+    CommandLink,
+    Connected,
+    Incoming,
+    LinkEvent,
+    LinkLostError,
+    Puback,
+)
 from bridge.commands.tracker import (
     Action,
     DeadLetterAction,
@@ -77,7 +80,7 @@ __all__ = ["CommandService", "StatusSnapshot", "producer_settings", "read_status
 
 log = logging.getLogger(__name__)
 
-# Commands taken from Kafka per worker step. Small on purpose: the worker services paho's
+# Commands taken from Kafka per worker step. Small on purpose: the worker services the MQTT
 # socket (PUBACKs, replies) only between steps, so a step that publishes 500 commands makes
 # every PUBACK and reply behind it wait for the whole batch (measured: sent -> delivered grew
 # with the batch, to ~170 ms at p50 under load). Messages wait for free in librdkafka's queue.
@@ -170,29 +173,6 @@ def read_status_snapshot(
     return StatusSnapshot(statuses, count, time.monotonic() - started)
 
 
-@dataclass(frozen=True, slots=True)
-class _Puback:
-    mid: int
-    reason: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Incoming:
-    mid: int
-    qos: int
-    topic: str
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class _Connected:
-    reason: int
-    session_present: bool
-
-
-_Event = _Puback | _Incoming | _Connected
-
-
 class CommandService:
     """The command path of one bridge instance: ``start()``, then ``stop(timeout)``."""
 
@@ -212,19 +192,19 @@ class CommandService:
             max_payload_bytes=config.max_payload_bytes,
         )
         self._tracker = Tracker()
-        self._events: queue.Queue[_Event] = queue.Queue()
         self._stopping = threading.Event()
-        self._connected = threading.Event()
-        self._connect_error: str | None = None
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
-        self._mqtt: mqtt.Client | None = None
+        self._link: CommandLink | None = None
+        self._early_events: list[LinkEvent] = []
         self._backlog: list[Action] = []
         self._mids: dict[int, tuple[str, int]] = {}
         self._offsets: dict[int, OrderedCompletion[int]] = {}
+        # replies of the current MQTT connection waiting for their Kafka writes before PUBACK
         self._acks: OrderedCompletion[int] = OrderedCompletion()
         self._ack_waits: dict[int, int] = {}
+        self._ack_generation = 0
         self._first_assignment = True
         self._paused = False
         self._wait_s = 0.0
@@ -264,7 +244,7 @@ class CommandService:
             snapshot.seconds,
         )
         self._producer = Producer(producer_settings(cfg))
-        self._mqtt = self._connect_mqtt()
+        self._link = self._connect_mqtt()
         consumer_settings: dict[str, Any] = {
             "bootstrap.servers": cfg.kafka_bootstrap,
             "group.id": cfg.command_group_id,
@@ -295,7 +275,7 @@ class CommandService:
             thread.join(timeout)
             if thread.is_alive():
                 log.warning("command service did not stop within %.1fs", timeout)
-        elif self._mqtt is not None:
+        elif self._link is not None:
             self._close_mqtt()
 
     @property
@@ -311,97 +291,28 @@ class CommandService:
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    # -- MQTT (paho's thread: only enqueue) ------------------------------------------------
+    # -- MQTT ---------------------------------------------------------------------------
 
-    def _connect_mqtt(self) -> mqtt.Client:
+    def _connect_mqtt(self) -> CommandLink:
         cfg = self.config
-        client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2,
+        link = CommandLink(
+            host=cfg.mqtt_host,
+            port=cfg.mqtt_port,
             client_id=cfg.command_mqtt_client_id,
-            protocol=mqtt.MQTTv5,
-            manual_ack=True,
+            subscription=REPLY_SUBSCRIPTION,
+            keepalive=cfg.mqtt_keepalive_s,
+            session_expiry=cfg.mqtt_session_expiry_s,
+            receive_maximum=cfg.mqtt_receive_maximum,
+            username=cfg.mqtt_username,
+            password=cfg.mqtt_password,
         )
-        # paho's own in-flight window rescans every queued message on each PUBACK (O(n) per
-        # ack); the service keeps the window itself (`_inflight_limit`), paho's is off.
-        client.max_inflight_messages_set(0)
-        client.max_queued_messages_set(0)
-        if cfg.mqtt_username:
-            client.username_pw_set(cfg.mqtt_username, cfg.mqtt_password or None)
-        client.on_connect = self._on_connect
-        client.on_publish = self._on_publish
-        client.on_message = self._on_message
-        client.on_disconnect = self._on_disconnect
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = cfg.mqtt_session_expiry_s
-        props.ReceiveMaximum = cfg.mqtt_receive_maximum
         try:
-            client.connect(
-                cfg.mqtt_host,
-                cfg.mqtt_port,
-                keepalive=cfg.mqtt_keepalive_s,
-                clean_start=False,
-                properties=props,
-            )
-        except OSError as exc:
+            self._early_events = link.connect()
+        except (OSError, LinkLostError) as exc:
             raise CommandPathError(
                 f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: {exc}"
             ) from exc
-        # No paho thread: the worker drives paho's loop itself (one thread, no GIL contention
-        # between paho and the worker, which otherwise costs seconds of PUBACK latency).
-        deadline = time.monotonic() + 30.0
-        while not self._connected.is_set() and time.monotonic() < deadline:
-            client.loop(0.05)
-        if not self._connected.is_set() or self._connect_error is not None:
-            client.disconnect()
-            raise CommandPathError(
-                f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: "
-                f"{self._connect_error or 'timed out'}"
-            )
-        return client
-
-    def _on_connect(
-        self,
-        client: mqtt.Client,
-        userdata: Any,
-        flags: mqtt.ConnectFlags,
-        reason_code: ReasonCode,
-        properties: Properties | None,
-    ) -> None:
-        if reason_code.is_failure:
-            self._connect_error = str(reason_code)
-            log.error("command path MQTT connect refused: %s", reason_code)
-            self._connected.set()
-            return
-        client.subscribe(REPLY_SUBSCRIPTION, options=SubscribeOptions(qos=1))
-        server_max = getattr(properties, "ReceiveMaximum", None) if properties else None
-        self._inflight_limit = min(self.config.command_max_inflight, server_max or 65535)
-        self._connect_error = None
-        self._connected.set()
-        self._events.put(_Connected(reason_code.value, flags.session_present))
-
-    def _on_disconnect(
-        self,
-        client: mqtt.Client,
-        userdata: Any,
-        flags: mqtt.DisconnectFlags,
-        reason_code: ReasonCode,
-        properties: Properties | None,
-    ) -> None:
-        if not self._stopping.is_set():
-            log.warning("command path MQTT disconnected: %s (paho reconnects)", reason_code)
-
-    def _on_publish(
-        self,
-        client: mqtt.Client,
-        userdata: Any,
-        mid: int,
-        reason_code: ReasonCode,
-        properties: Properties | None,
-    ) -> None:
-        self._events.put(_Puback(mid, reason_code.value))
-
-    def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
-        self._events.put(_Incoming(msg.mid, msg.qos, msg.topic, bytes(msg.payload)))
+        return link
 
     # -- Kafka rebalance (called inside consume(), on the worker thread) --------------------
 
@@ -440,6 +351,9 @@ class CommandService:
         try:
             self._execute(self._backlog)
             self._backlog = []
+            for event in self._early_events:
+                self._handle_event(event)
+            self._early_events = []
             while not self._stopping.is_set():
                 self._step()
         except BaseException as exc:
@@ -451,8 +365,7 @@ class CommandService:
     def _step(self) -> None:
         assert self._consumer is not None
         assert self._producer is not None
-        self._mqtt_io(self._wait_s)
-        busy = self._drain_events()
+        busy = self._mqtt_io(self._wait_s)
         actions = self._tracker.tick(self._now())
         if self._backlog:
             actions = self._backlog + actions
@@ -466,30 +379,39 @@ class CommandService:
             busy = True
             self._handle_commands(msgs)
         self._producer.poll(0)
+        assert self._link is not None
+        self._link.flush()
         wait = 0.0 if busy else _IDLE_WAIT_S
         due = self._tracker.next_due()
         if due is not None:
             wait = max(0.0, min(wait, (due - self._now()) / 1000))
         self._wait_s = wait
 
-    def _mqtt_io(self, timeout: float) -> None:
-        """Run paho's network loop once (waits up to ``timeout`` for MQTT traffic)."""
-        client = self._mqtt
-        assert client is not None
-        if self._reconnect_at is not None:
-            if time.monotonic() < self._reconnect_at:
+    def _mqtt_io(self, timeout: float) -> bool:
+        """Write what is queued, wait up to ``timeout`` for MQTT traffic and handle up to
+        ``_EVENT_BATCH`` events; True if there were any. Reconnects when it is time."""
+        link = self._link
+        assert link is not None
+        if not link.connected:
+            if self._reconnect_at is not None and time.monotonic() < self._reconnect_at:
                 time.sleep(timeout)
-                return
+                return False
             try:
-                client.reconnect()
-                self._reconnect_at = None
-                self._reconnect_delay = self.config.mqtt_reconnect_min_s
-            except OSError as exc:
+                events = link.connect()
+            except (OSError, LinkLostError) as exc:
                 self._schedule_reconnect(f"reconnect failed: {exc}")
-                return
-        rc = client.loop(timeout)
-        if rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_AGAIN):
-            self._schedule_reconnect(mqtt.error_string(rc))
+                return False
+            self._reconnect_at = None
+            self._reconnect_delay = self.config.mqtt_reconnect_min_s
+        else:
+            try:
+                events = link.poll(timeout)
+            except (OSError, LinkLostError) as exc:
+                self._schedule_reconnect(str(exc))
+                return False
+        for event in events:
+            self._handle_event(event)
+        return bool(events)
 
     def _schedule_reconnect(self, why: str) -> None:
         delay = self._reconnect_delay
@@ -510,31 +432,36 @@ class CommandService:
             self._paused = False
             log.info("command path resumed")
 
-    def _drain_events(self) -> bool:
-        handled = 0
-        while handled < _EVENT_BATCH:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                break
-            self._handle_event(event)
-            handled += 1
-        return handled > 0
-
-    def _handle_event(self, event: _Event) -> None:
+    def _handle_event(self, event: LinkEvent) -> None:
         now = self._now()
-        if isinstance(event, _Puback):
+        if isinstance(event, Puback):
             sent = self._mids.pop(event.mid, None)
             if sent is not None:
                 self._execute(self._tracker.on_puback(sent[0], sent[1], event.reason, now))
                 if self._held:
                     self._release_held()
-        elif isinstance(event, _Incoming):
+        elif isinstance(event, Incoming):
             self._handle_reply(event, now)
         else:
-            log.info("command path MQTT connected (session present: %s)", event.session_present)
+            self._on_connected(event)
 
-    def _handle_reply(self, event: _Incoming, now: int) -> None:
+    def _on_connected(self, event: Connected) -> None:
+        # PUBACKs owed on the previous connection are never sent on this one
+        self._acks = OrderedCompletion()
+        self._ack_waits = {}
+        self._ack_generation = event.generation
+        self._inflight_limit = min(self.config.command_max_inflight, event.receive_maximum)
+        log.info(
+            "command path MQTT connected (session present: %s, %d unacknowledged commands "
+            "sent again, Mosquitto takes %d in flight)",
+            event.session_present,
+            event.resent,
+            event.receive_maximum,
+        )
+        if self._held:
+            self._release_held()
+
+    def _handle_reply(self, event: Incoming, now: int) -> None:
         ids = parse_reply_topic(event.topic)
         if ids is None:
             log.warning("ignoring a reply on an unexpected topic %r", event.topic)
@@ -551,25 +478,41 @@ class CommandService:
             self._execute(actions)
             self._ack_now(event)
             return
-        self._acks.add(event.mid)
-        self._ack_waits[event.mid] = writes
-        self._execute(actions, ack_mid=event.mid)
-
-    def _ack_now(self, event: _Incoming) -> None:
-        if event.qos == 0 or self._mqtt is None:
+        if event.generation != self._ack_generation:
+            self._execute(actions)  # its connection is gone: Mosquitto sends it again
             return
-        self._acks.add(event.mid)
-        self._ack_done(event.mid)
+        self._add_ack(event.mid)
+        self._ack_waits[event.mid] = writes
+        self._execute(actions, ack=(event.generation, event.mid))
 
-    def _ack_done(self, mid: int) -> None:
+    def _add_ack(self, mid: int) -> None:
+        try:
+            self._acks.add(mid)
+        except ValueError:
+            # the packet id is still waiting from before a wrap-around: start afresh
+            log.warning("reply packet id %d reused while pending; acknowledging in new order", mid)
+            self._acks = OrderedCompletion()
+            self._ack_waits = {}
+            self._acks.add(mid)
+
+    def _ack_now(self, event: Incoming) -> None:
+        if event.qos == 0 or event.generation != self._ack_generation:
+            return
+        self._add_ack(event.mid)
+        self._ack_done((event.generation, event.mid))
+
+    def _ack_done(self, ack: tuple[int, int]) -> None:
+        generation, mid = ack
+        if generation != self._ack_generation:
+            return  # acknowledged by nobody: Mosquitto redelivers it on the new connection
         left = self._ack_waits.get(mid, 1) - 1
         if left > 0:
             self._ack_waits[mid] = left
             return
         self._ack_waits.pop(mid, None)
-        assert self._mqtt is not None
-        for ready in self._acks.complete(mid):
-            self._mqtt.ack(ready, 1)
+        ready = self._acks.complete(mid)
+        if ready and self._link is not None:
+            self._link.ack(ready, generation)
 
     def _handle_commands(self, msgs: list[Message]) -> None:
         now = self._now()
@@ -614,7 +557,7 @@ class CommandService:
 
     # -- executing tracker actions ---------------------------------------------------------
 
-    def _execute(self, actions: list[Action], *, ack_mid: int | None = None) -> None:
+    def _execute(self, actions: list[Action], *, ack: tuple[int, int] | None = None) -> None:
         cfg = self.config
         for action in actions:
             if isinstance(action, PublishAction):
@@ -628,7 +571,7 @@ class CommandService:
                     status.command_id.encode(),
                     encode_status(status),
                     action.release,
-                    ack_mid,
+                    ack,
                 )
             elif isinstance(action, ReplyAction):
                 self._produce(
@@ -636,7 +579,7 @@ class CommandService:
                     action.key.encode(),
                     orjson.dumps(action.record),
                     None,
-                    ack_mid,
+                    ack,
                 )
             elif isinstance(action, DeadLetterAction):
                 self._produce(
@@ -644,7 +587,7 @@ class CommandService:
                     action.key.encode(),
                     orjson.dumps(action.record),
                     None,
-                    ack_mid,
+                    ack,
                 )
             else:
                 self._release(action.source)
@@ -662,21 +605,19 @@ class CommandService:
                 self._publish_now(action)
 
     def _publish_now(self, action: PublishAction) -> None:
-        assert self._mqtt is not None
+        assert self._link is not None
         pub = build_publish(action.command, action.attempt, self._now())
         if pub is None:
             return  # TTL ran out this very moment: the tracker's next tick expires it
-        props = Properties(PacketTypes.PUBLISH)
-        props.CorrelationData = pub.correlation_data
-        if pub.response_topic is not None:
-            props.ResponseTopic = pub.response_topic
-        props.MessageExpiryInterval = pub.message_expiry_s
-        props.UserProperty = list(pub.user_properties)
-        info = self._mqtt.publish(pub.topic, pub.payload, qos=pub.qos, properties=props)
-        self._mids[info.mid] = (action.command.command_id, action.attempt)
+        props = codec.publish_properties(
+            correlation_data=pub.correlation_data,
+            response_topic=pub.response_topic,
+            message_expiry=pub.message_expiry_s,
+            user_properties=pub.user_properties,
+        )
+        mid = self._link.publish(pub.topic, pub.payload, props)
+        self._mids[mid] = (action.command.command_id, action.attempt)
         self.stats["published"] += 1
-        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-            log.warning("publish of %s returned %s", action.command.command_id, info.rc)
 
     def _produce(
         self,
@@ -684,7 +625,7 @@ class CommandService:
         key: bytes,
         value: bytes,
         release: Source | None,
-        ack_mid: int | None,
+        ack: tuple[int, int] | None,
     ) -> None:
         assert self._producer is not None
 
@@ -694,8 +635,8 @@ class CommandService:
                 return
             if release is not None:
                 self._release(release)
-            if ack_mid is not None:
-                self._ack_done(ack_mid)
+            if ack is not None:
+                self._ack_done(ack)
 
         while True:
             try:
@@ -731,10 +672,11 @@ class CommandService:
         self._close_mqtt()
 
     def _close_mqtt(self) -> None:
-        if self._mqtt is None:
+        link = self._link
+        if link is None:
             return
         try:
-            self._mqtt.disconnect()
-            self._mqtt.loop(0.1)
+            link.flush()  # the PUBACKs the last delivery reports released
+            link.close()
         finally:
-            self._mqtt = None
+            self._link = None

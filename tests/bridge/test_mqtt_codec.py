@@ -91,3 +91,57 @@ def test_publish_roundtrip_and_split(
     p = codec.decode_publish(first, body)
     assert (p.topic, p.payload, p.qos, p.dup) == (topic, payload, qos, dup)
     assert p.packet_id == (mid if qos else 0)
+
+
+def test_connack_receive_maximum() -> None:
+    # session expiry (4 bytes), receive maximum 20, assigned client id (a string): all skipped
+    # or read, whatever their order
+    props = b"\x11\x00\x00\x00\x3c" + b"\x21\x00\x14" + b"\x12\x00\x02id"
+    body = b"\x00\x00" + codec.encode_varint(len(props)) + props
+    assert codec.decode_connack(body) == codec.Connack(False, 0, 20)
+    assert codec.decode_connack(b"\x00\x00\x00").receive_maximum == 65535
+    with pytest.raises(codec.MqttProtocolError):
+        codec.decode_connack(b"\x00\x00\x05\x21\x00")
+
+
+def test_puback_reason() -> None:
+    assert codec.decode_puback(b"\x00\x07") == (7, 0)
+    assert codec.decode_puback(b"\x01\x00\x10\x00") == (256, 0x10)  # no matching subscribers
+    with pytest.raises(codec.MqttProtocolError):
+        codec.decode_puback(b"\x01")
+
+
+@given(
+    correlation=st.binary(min_size=1, max_size=200),
+    response=st.none() | st.text(max_size=80),
+    expiry=st.none() | st.integers(0, 2**32 - 1),
+    users=st.lists(st.tuples(st.text(max_size=20), st.text(max_size=20)), max_size=4),
+    mid=st.integers(1, 65535),
+)
+def test_publish_properties_roundtrip(
+    correlation: bytes,
+    response: str | None,
+    expiry: int | None,
+    users: list[tuple[str, str]],
+    mid: int,
+) -> None:
+    props = codec.publish_properties(
+        correlation_data=correlation,
+        response_topic=response,
+        message_expiry=expiry,
+        user_properties=tuple(users),
+    )
+    raw = codec.encode_publish("devices/d/commands/x", b"{}", 1, mid, properties=props)
+    packets, used = codec.split_packets(bytearray(raw))
+    assert used == len(raw)
+    first, body = packets[0]
+    pub = codec.decode_publish(first, body)
+    assert (pub.payload, pub.packet_id) == (b"{}", mid)
+    decoded, end = codec.decode_properties(body, 2 + len("devices/d/commands/x") + 2)
+    assert body[end:] == b"{}"
+    assert decoded.get(0x09) == correlation
+    assert decoded.get(0x08) == response
+    assert decoded.get(0x02) == expiry
+    assert decoded.get(0x26, []) == users
+    dup = codec.set_dup(raw)
+    assert codec.decode_publish(dup[0], body).dup and dup[1:] == raw[1:]
