@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from bridge import __version__
-from bridge.stack.config import StackConfig
+from bridge.stack.config import COMMANDS_MODES, StackConfig
 from bridge.stack.errors import StackError
 from bridge.stack.launcher import Stack
 from bridge.stack.topics import DESIGN_TOPICS, ensure_topics
@@ -20,8 +20,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="iot-stack",
         description=(
             "Start, inspect and stop the local appliance stack: Mosquitto, Kafka (KRaft), the "
-            "bridge, and optionally the Spark analytics job and simulated devices. Every option "
-            "also reads an IOT_* environment variable (see docs/operations.md)."
+            "bridge and the command path, and optionally the Spark analytics job and simulated "
+            "devices. Every option also reads an IOT_* environment variable (see "
+            "docs/operations.md)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -38,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--bridge-http-port", type=int, help="bridge metrics/health port (default 9100)"
     )
+    common.add_argument(
+        "--commands-http-port",
+        type=int,
+        help="metrics/health port of the separate command path process (default 9101)",
+    )
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -47,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--no-bridge", dest="with_bridge", action="store_false", default=None,
         help="start only the servers, not the bridge",
+    )  # fmt: skip
+    up.add_argument(
+        "--commands-mode", choices=COMMANDS_MODES, default=None,
+        help="the command path: its own process `commands` (separate, default), a thread of "
+        "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
     )  # fmt: skip
     up.add_argument(
         "--analytics", dest="with_analytics", action="store_true", default=None,
@@ -83,6 +94,8 @@ def _config(args: argparse.Namespace) -> StackConfig:
         kafka_controller_port=args.kafka_controller_port,
         bind_host=args.bind_host,
         bridge_http_port=args.bridge_http_port,
+        commands_http_port=args.commands_http_port,
+        commands_mode=getattr(args, "commands_mode", None),
         partitions=getattr(args, "partitions", None),
         start_timeout=getattr(args, "timeout", None),
         with_bridge=getattr(args, "with_bridge", None),

@@ -10,6 +10,8 @@ from typing import Any
 from bridge.stack.errors import StackError
 from bridge.stack.ports import free_ports
 
+COMMANDS_MODES = ("separate", "inline", "off")
+
 
 def _env(name: str, default: Any, kind: type) -> Any:
     raw = os.environ.get(name)
@@ -69,6 +71,15 @@ class StackConfig:
     bridge_http_port: int = _setting(
         "IOT_STACK_BRIDGE_HTTP_PORT", 9100, "the bridge's metrics and health port"
     )
+    commands_mode: str = _setting(
+        "IOT_STACK_COMMANDS_MODE",
+        "separate",
+        "where the command path runs with the bridge: separate (its own process, `iot-cmd "
+        "serve`), inline (inside iot-bridge) or off",
+    )
+    commands_http_port: int = _setting(
+        "IOT_STACK_COMMANDS_HTTP_PORT", 9101, "the separate command path's metrics and health port"
+    )
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )
@@ -87,6 +98,19 @@ class StackConfig:
                 raise StackError(f"{name} must be a TCP port, got {value}")
         if self.mqtt_port == 0 or self.kafka_port == 0:
             raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
+        for name in ("bridge_http_port", "commands_http_port"):
+            value = getattr(self, name)
+            if not 1 <= value <= 65535:
+                raise StackError(f"{name} must be a fixed TCP port, got {value}")
+        if self.commands_mode not in COMMANDS_MODES:
+            raise StackError(
+                f"commands_mode must be one of {', '.join(COMMANDS_MODES)}, "
+                f"got {self.commands_mode!r}"
+            )
+        if self.commands_mode == "separate" and self.bridge_http_port == self.commands_http_port:
+            raise StackError(
+                f"bridge_http_port and commands_http_port are both {self.bridge_http_port}"
+            )
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
         object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())

@@ -75,12 +75,31 @@ class Stack:
         env = self._app_env() | {
             "IOT_HTTP_HOST": cfg.connect_host,
             "IOT_HTTP_PORT": str(cfg.bridge_http_port),
-            "IOT_COMMANDS_ENABLED": "1",
+            # separate: the `commands` service runs it; inline: a thread of this process
+            "IOT_COMMANDS_ENABLED": "1" if cfg.commands_mode == "inline" else "0",
         }
         return AppService(
             cfg,
             "bridge",
             [sys.executable, "-m", "bridge.cli"],
+            env=env,
+            ready=lambda: http_ok(f"{url}/readyz"),
+            ready_what=f"{url}/readyz answering 200",
+            endpoint=f"{url}/metrics",
+        )
+
+    def commands(self) -> AppService:
+        """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
+        env = self._app_env() | {
+            "IOT_HTTP_HOST": cfg.connect_host,
+            "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
+        }
+        return AppService(
+            cfg,
+            "commands",
+            [sys.executable, "-m", "bridge.commands.cli", "serve"],
             env=env,
             ready=lambda: http_ok(f"{url}/readyz"),
             ready_what=f"{url}/readyz answering 200",
@@ -128,6 +147,8 @@ class Stack:
         found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto), ("kafka", self.kafka)]
         if self.config.with_bridge:
             found.append(("bridge", self.bridge()))
+            if self.config.commands_mode == "separate":
+                found.append(("commands", self.commands()))
         if self.config.with_analytics:
             found.append(("analytics", self.analytics()))
         if self.config.devices > 0:
@@ -140,6 +161,7 @@ class Stack:
             ("mosquitto", self.mosquitto),
             ("kafka", self.kafka),
             ("bridge", self.bridge()),
+            ("commands", self.commands()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
         ]
@@ -186,6 +208,12 @@ class Stack:
 
     def status(self) -> list[ServiceStatus]:
         wanted = {name for name, _ in self.services()}
+        recorded = self._recorded_endpoints()
+        if recorded:
+            # the processes the last `up` started, whatever flags `status` was given (an
+            # `up --commands-mode inline` has no `commands` process to miss)
+            apps = {name for name, _ in self._all_known()[2:]}
+            wanted = (wanted - apps) | (apps & set(recorded))
         return [
             ServiceStatus(name, service.process.pid(), self._endpoint(name, service))
             for name, service in self._all_known()

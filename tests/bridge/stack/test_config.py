@@ -56,3 +56,33 @@ def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path)
         0,
         3,
     )
+
+
+def test_commands_mode_defaults_to_separate_and_reads_its_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert (StackConfig().commands_mode, StackConfig().commands_http_port) == ("separate", 9101)
+    monkeypatch.setenv("IOT_STACK_COMMANDS_MODE", "inline")
+    monkeypatch.setenv("IOT_STACK_COMMANDS_HTTP_PORT", "19101")
+    cfg = StackConfig.from_env()
+    assert (cfg.commands_mode, cfg.commands_http_port) == ("inline", 19101)
+    assert StackConfig.from_env(commands_mode="off").commands_mode == "off"  # the flag wins
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"commands_mode": "both"},
+        {"commands_http_port": 0},
+        {"bridge_http_port": 70000},
+        {"bridge_http_port": 9200, "commands_http_port": 9200},  # both processes on one port
+    ],
+)
+def test_bad_command_path_settings_are_rejected(changes: dict[str, object]) -> None:
+    with pytest.raises(StackError):
+        StackConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_one_port_for_both_is_fine_when_no_separate_process_runs() -> None:
+    cfg = StackConfig(bridge_http_port=9200, commands_http_port=9200, commands_mode="inline")
+    assert cfg.bridge_http_port == cfg.commands_http_port

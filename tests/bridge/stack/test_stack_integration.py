@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +19,13 @@ from confluent_kafka import Consumer, Producer
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from prometheus_client.parser import text_string_to_metric_families
 
+from bridge.commands.client import CommandClient
+from bridge.commands.model import State, StatusRecord
 from bridge.stack.launcher import Stack
-from bridge.stack.ports import free_port
+from bridge.stack.ports import free_port, free_ports
+from tests.bridge.commands.harness import Device, Records, unique
 from tests.conftest import Endpoints
 
 pytestmark = pytest.mark.integration
@@ -133,13 +138,49 @@ def _cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess[s
     )
 
 
+def _http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
+
+
+def _samples(text: str) -> dict[str, float]:
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def _command_round_trip(mqtt_port: int, bootstrap: str) -> str:
+    """A command sent with `CommandClient` to a paho device; returns its id once it succeeded."""
+    device = Device(unique("stack-dev"), "127.0.0.1", mqtt_port).connect()
+    client = CommandClient(bootstrap)
+    records = Records(bootstrap, ["iot.command-status", "iot.command-replies"])
+    try:
+        cid = client.send(device.device_id, "add", {"a": 20, "b": 22}, timeout_ms=5000)
+
+        def finals() -> list[StatusRecord]:
+            return [s for s in records.statuses("iot.command-status", cid) if s.final]
+
+        def replies() -> list[dict[str, object]]:
+            return [r for r in records.values("iot.command-replies") if r.get("command_id") == cid]
+
+        records.wait(lambda: bool(finals()) and bool(replies()), 30, f"{cid} answered")
+        assert [s.state for s in finals()] == [State.SUCCEEDED]
+        [reply] = replies()
+        assert reply["result"] == {"sum": 42, "by": device.device_id}
+        return cid
+    finally:
+        device.disconnect()
+        client.close()
+        records.close()
+
+
 def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
+    mqtt, kafka, controller, bridge_http, commands_http = free_ports(5)
     ports = [
         "--data-dir", str(tmp_path / "var"),
-        "--mqtt-port", str(free_port()),
-        "--kafka-port", str(free_port()),
-        "--kafka-controller-port", str(free_port()),
-        "--bridge-http-port", str(free_port()),
+        "--mqtt-port", str(mqtt),
+        "--kafka-port", str(kafka),
+        "--kafka-controller-port", str(controller),
+        "--bridge-http-port", str(bridge_http),
+        "--commands-http-port", str(commands_http),
     ]  # fmt: skip
     up = _cli(["up", *ports])
     try:
@@ -163,7 +204,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
         )
 
         # the bridge `up` started carries a device's message into iot.telemetry, keyed by device
-        mqtt_port = ports[ports.index("--mqtt-port") + 1]
+        mqtt_port = str(mqtt)
         payload = '{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}'
         subprocess.run(
             [
@@ -185,9 +226,32 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             (b"d1", json.loads(payload))
         ]
 
+        # the command path runs as its own process `commands`, the bridge without it
+        commands_url = f"http://127.0.0.1:{commands_http}/metrics"
+        [commands_line] = [ln for ln in status.stdout.splitlines() if ln.startswith("commands")]
+        assert "running (pid" in commands_line
+        assert commands_line.endswith(commands_url)
+        stack_json = json.loads((tmp_path / "var" / "stack.json").read_text())
+        assert stack_json["commands"] == commands_url
+        _command_round_trip(mqtt, bootstrap)
+        commands_metrics = _samples(_http_get(commands_url))
+        assert commands_metrics["iot_commands_up"] == 1
+        assert commands_metrics["iot_commands_replies_total"] == 1
+        bridge_metrics = _samples(_http_get(f"http://127.0.0.1:{bridge_http}/metrics"))
+        assert "iot_bridge_acked_total" in bridge_metrics
+        assert not any(name.startswith("iot_commands_") for name in bridge_metrics)
+
         down = _cli(["down", *ports])
         assert down.returncode == 0, down.stderr
-        assert _cli(["status", *ports]).returncode == 1  # nothing runs now
+        assert "stopping commands" in down.stderr
+        after = _cli(["status", *ports])
+        assert after.returncode == 1  # nothing runs now
+        assert [ln.split()[:2] for ln in after.stdout.splitlines()] == [
+            ["mosquitto", "stopped"],
+            ["kafka", "stopped"],
+            ["bridge", "stopped"],
+            ["commands", "stopped"],
+        ]
 
         up2 = _cli(["up", *ports])
         assert up2.returncode == 0, up2.stderr

@@ -1,0 +1,66 @@
+"""What `up` starts for each command-path mode (no process is started here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.stack.config import StackConfig
+from bridge.stack.launcher import Stack
+
+
+def _stack(tmp_path: Path, **changes: object) -> Stack:
+    return Stack(StackConfig(data_dir=tmp_path, **changes))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mode", "names", "inline"),
+    [
+        ("separate", ["mosquitto", "kafka", "bridge", "commands"], "0"),
+        ("inline", ["mosquitto", "kafka", "bridge"], "1"),
+        ("off", ["mosquitto", "kafka", "bridge"], "0"),
+    ],
+)
+def test_services_per_commands_mode(
+    tmp_path: Path, mode: str, names: list[str], inline: str
+) -> None:
+    stack = _stack(tmp_path, commands_mode=mode)
+    assert [name for name, _ in stack.services()] == names
+    assert stack.bridge().env["IOT_COMMANDS_ENABLED"] == inline
+
+
+def test_no_bridge_means_no_command_path(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, with_bridge=False)
+    assert [name for name, _ in stack.services()] == ["mosquitto", "kafka"]
+
+
+def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, mqtt_port=11883, kafka_port=19092, commands_http_port=19101)
+    commands = stack.commands()
+    assert commands.argv == [sys.executable, "-m", "bridge.commands.cli", "serve"]
+    assert commands.env == {
+        "IOT_MQTT_HOST": "127.0.0.1",
+        "IOT_MQTT_PORT": "11883",
+        "IOT_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "IOT_LOG_FORMAT": "json",
+        "IOT_HTTP_HOST": "127.0.0.1",
+        "IOT_COMMAND_HTTP_PORT": "19101",
+    }
+    assert commands.endpoint == "http://127.0.0.1:19101/metrics"
+    assert stack.endpoints()["commands"] == "http://127.0.0.1:19101/metrics"
+
+
+def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
+    # nothing runs; before any `up` the config says what is expected
+    names = [st.name for st in _stack(tmp_path).status()]
+    assert names == ["mosquitto", "kafka", "bridge", "commands"]
+    # an `up --commands-mode inline` recorded no `commands`: a later plain `status` does not
+    # report a missing process that was never meant to run
+    (tmp_path / "stack.json").write_text(
+        json.dumps({"mqtt": "x", "kafka": "y", "bridge": "http://127.0.0.1:9100/metrics"})
+    )
+    names = [st.name for st in _stack(tmp_path).status()]
+    assert names == ["mosquitto", "kafka", "bridge"]
