@@ -25,7 +25,7 @@ PACKAGE_OF = {script: target.split(".")[0] for script, target in SCRIPTS.items()
 
 def _env_names_read(script: str) -> set[str]:
     """The IOT_* names the program behind `script` reads."""
-    if script == "iot-bridge":
+    if script in ("iot-bridge", "iot-cmd"):  # both read every BridgeConfig setting
         return {"IOT_" + f.name.upper() for f in fields(BridgeConfig)}
     if script == "iot-stack":
         return {f.metadata["env"] for f in fields(StackConfig)} | {
@@ -99,6 +99,20 @@ def test_ports_agree() -> None:
     assert bridge["ports"] == [f"{http_port}:{http_port}"]
     assert f"localhost:{http_port}/readyz" in " ".join(bridge["healthcheck"]["test"])
     assert _env(SERVICES["kafka"])["IOT_KAFKA_ADVERTISED_HOST"] == "kafka"
+    commands = SERVICES["commands"]
+    commands_port = _env(commands)["IOT_COMMAND_HTTP_PORT"]
+    assert commands_port != http_port
+    assert commands["ports"] == [f"{commands_port}:{commands_port}"]
+    assert f"localhost:{commands_port}/readyz" in " ".join(commands["healthcheck"]["test"])
+    assert _env(commands)["IOT_HTTP_HOST"] == "0.0.0.0"
+
+
+def test_the_command_path_runs_once_in_its_own_service() -> None:
+    serving = [n for n, s in SERVICES.items() if s["command"][:2] == ["iot-cmd", "serve"]]
+    assert serving == ["commands"]
+    inline = [n for n, s in SERVICES.items() if _env(s).get("IOT_COMMANDS_ENABLED") == "1"]
+    assert inline == []  # the bridge runs without it
+    assert SERVICES["commands"]["depends_on"] == SERVICES["bridge"]["depends_on"]
 
 
 def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() -> None:
