@@ -1067,15 +1067,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.rate <= 0 or args.duration <= 0 or args.devices < 1:
-        parser.error("--rate, --duration and --devices must be positive")
-    if args.max_duration <= MAX_WARMUP_S + 1:
-        parser.error(f"--max-duration must be above {MAX_WARMUP_S + 1:.0f} s")
-    if min(args.responder_processes, args.telemetry_processes, args.telemetry_devices) < 1:
-        parser.error("process and device counts must be positive")
-    if (args.mqtt_port is None) != (args.kafka_bootstrap is None):
-        parser.error("--mqtt-port and --kafka-bootstrap go together")
+    try:
+        args = parser.parse_args(argv)
+        if args.rate <= 0 or args.duration <= 0 or args.devices < 1:
+            parser.error("--rate, --duration and --devices must be positive")
+        if args.max_duration <= MAX_WARMUP_S + 1:
+            parser.error(f"--max-duration must be above {MAX_WARMUP_S + 1:.0f} s")
+        if min(args.responder_processes, args.telemetry_processes, args.telemetry_devices) < 1:
+            parser.error("process and device counts must be positive")
+        if (args.mqtt_port is None) != (args.kafka_bootstrap is None):
+            parser.error("--mqtt-port and --kafka-bootstrap go together")
+    except SystemExit as exc:  # --help (0) and usage errors (2) as exit codes
+        return int(exc.code or 0)
     from bench.suite import machine_info
 
     machine = machine_info()
