@@ -64,6 +64,8 @@ HALF = "half"
 MAX_WARMUP_S = 2.0  # left out of the maximum's measurement
 READY_TIMEOUT_S = 90.0
 CMD_READY_LINE = "command path ready"
+WARMUP_PING_MS = 5000
+SIM_DEVICE_RATE = 0.2  # telemetry msgs/s of each iot-sim device (--responder sim)
 
 
 class BenchError(Exception):
@@ -568,12 +570,17 @@ def start_sim(
     workdir: Path,
     total_time: float,
 ) -> Proc:
-    """``iot-sim run`` as the answering devices (its own telemetry: 1 msg/s for the fleet)."""
+    """``iot-sim run`` as the answering devices.
+
+    Each simulated device also sends telemetry, SIM_DEVICE_RATE msgs/s: a device with nothing
+    left to send ends its run and disconnects, so the rate must keep one due every few seconds
+    until the end (a fleet of 1,000 adds 200 msgs/s, counted in the telemetry figures).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     argv = [
         sys.executable, "-m", "device_sim.cli", "run",
         "--devices", str(args.devices),
-        "--rate", str(1.0 / args.devices),
+        "--rate", str(SIM_DEVICE_RATE),
         "--duration", str(int(total_time)),
         "--reply-latency-ms", "0",
         "--device-prefix", prefix,
@@ -768,19 +775,43 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
             if responder is not None and (why := responder.failed()):
                 raise BenchError(why)
 
-        # warm-up: every device answers once (all connected, command path consuming)
-        warm_ids = {client.send(d, "ping", {}, flush=False) for d in devices}
-        client.flush()
-        pending = set(warm_ids)
+        # warm-up: every device answers once (all connected, command path consuming). A ping
+        # lives one attempt of WARMUP_PING_MS: a device that was not subscribed yet gets a new
+        # ping in the next round, and no stale ping is redelivered into the measured window.
+        unanswered = set(devices)
+        last_status: dict[str, str] = {}
         deadline = time.monotonic() + args.warmup_timeout
-        while pending and time.monotonic() < deadline:
-            for msg in tail.poll(0.2):
-                status = decode_status(msg.key(), msg.value())
-                if status is not None and status.final:
-                    pending.discard(status.command_id)
-            alive()
-        if pending:
-            raise BenchError(f"{len(pending)} devices did not answer the warm-up commands")
+        while unanswered and time.monotonic() < deadline:
+            round_ids = {
+                client.send(
+                    d, "ping", {}, timeout_ms=WARMUP_PING_MS, max_attempts=1, flush=False
+                ): d
+                for d in unanswered
+            }
+            client.flush()
+            while round_ids and time.monotonic() < deadline:
+                for msg in tail.poll(0.2):
+                    status = decode_status(msg.key(), msg.value())
+                    if status is None:
+                        continue
+                    if status.command_id in round_ids:
+                        last_status[round_ids[status.command_id]] = (
+                            f"{status.state.value} attempt {status.attempt} {status.detail or ''}"
+                        ).strip()
+                    if not status.final:
+                        continue
+                    device = round_ids.pop(status.command_id, None)
+                    if device is not None and status.state is State.SUCCEEDED:
+                        unanswered.discard(device)
+                alive()
+            if unanswered:
+                _say(f"warm-up: {len(unanswered):,} devices did not answer yet, pinging again")
+        if unanswered:
+            some = sorted(unanswered)[:5]
+            raise BenchError(
+                f"{len(unanswered)} devices did not answer the warm-up commands; e.g. "
+                + ", ".join(f"{d}: {last_status.get(d, 'no status')}" for d in some)
+            )
         _say(f"warm-up done: {len(devices):,} devices answer")
 
         sent_at: dict[str, float] = {}
