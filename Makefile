@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEVICES ?= 200
 RATE ?= 2
 
-.PHONY: setup run stop status test lint unit integration bench
+.PHONY: setup run stop status test lint unit integration bench bench-commands
 
 setup:
 	@bash .ci/setup
@@ -35,3 +35,7 @@ unit: setup
 
 bench: setup
 	$(BIN)/python -m bench run --suite ingest
+
+## Command round trip at 1,000 commands/s, 1,000 devices, telemetry at half the bridge's maximum.
+bench-commands: setup
+	$(BIN)/python -m bench.commands_rtt --out-dir bench/results
