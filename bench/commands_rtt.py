@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.kafka_side import Watermarks
-from bench.load import LoadGenerator, LoadSpec
+from bench.load import LoadError, LoadGenerator, LoadSpec
 from bench.procstat import cpu_seconds
-from bench.responder import Responder, ResponderSpec
+from bench.responder import Responder, ResponderError, ResponderSpec
 from bench.results import percentile, steady_rate
 from bridge.commands.client import CommandClient
 from bridge.commands.model import State, decode_status
@@ -1125,7 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
                 own_stack(Path(tmp), args.partitions) as servers,
             ):
                 result = run(args, servers)
-    except BenchError as exc:
+    except (BenchError, LoadError, ResponderError) as exc:
         print(f"commands_rtt: {exc}", file=sys.stderr)
         return 1
     machine["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
