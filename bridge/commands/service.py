@@ -75,6 +75,7 @@ from bridge.commands.tracker import (
     Tracker,
 )
 from bridge.config import BridgeConfig, parse_kafka_extra
+from bridge.partitioner import partition_for
 
 __all__ = ["CommandService", "StatusSnapshot", "producer_settings", "read_status_snapshot"]
 
@@ -206,6 +207,10 @@ class CommandService:
         self._ack_waits: dict[int, int] = {}
         self._ack_generation = 0
         self._first_assignment = True
+        # iot.commands partitions this instance owns, and how many the topic has: a reply
+        # from a device of another instance's partition is that instance's business
+        self._assigned: set[int] = set()
+        self._command_partitions = 0
         self._paused = False
         self._wait_s = 0.0
         self._inflight_limit = config.command_max_inflight
@@ -219,6 +224,7 @@ class CommandService:
             "published": 0,
             "replies": 0,
             "unknown_replies": 0,
+            "foreign_replies": 0,
             "expired": 0,
             "adopted": 0,
         }
@@ -284,6 +290,11 @@ class CommandService:
         return len(self._tracker)
 
     @property
+    def assigned_partitions(self) -> frozenset[int]:
+        """The ``iot.commands`` partitions this instance owns (read from any thread)."""
+        return frozenset(self._assigned)
+
+    @property
     def failure(self) -> BaseException | None:
         """The exception that ended the worker thread, if any."""
         return self._failure
@@ -319,6 +330,14 @@ class CommandService:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assigned = {tp.partition for tp in partitions}
         log.info("command partitions assigned: %s", sorted(assigned))
+        self._assigned |= assigned
+        topic = self.config.topic_commands
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            self._command_partitions = len(meta.partitions)
+        except Exception as exc:  # noqa: BLE001 - then every reply counts as ours
+            log.warning("partition count of %s unknown: %s", topic, exc)
+            self._command_partitions = 0
         for p in assigned:
             self._offsets.setdefault(p, OrderedCompletion())
         if self._first_assignment:
@@ -338,6 +357,7 @@ class CommandService:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {tp.partition for tp in partitions}
         log.info("command partitions revoked: %s", sorted(revoked))
+        self._assigned -= revoked
         self._tracker.drop(revoked)
         for p in revoked:
             self._offsets.pop(p, None)
@@ -467,6 +487,12 @@ class CommandService:
             log.warning("ignoring a reply on an unexpected topic %r", event.topic)
             self._ack_now(event)
             return
+        if self._tracker.state_of(ids[1]) is None and not self._owns_device(ids[0]):
+            # every instance receives every reply; the owner of the device's partition
+            # records it (a command of ours would be known here)
+            self.stats["foreign_replies"] += 1
+            self._ack_now(event)
+            return
         reply = parse_reply(ids[0], ids[1], event.payload)
         actions = self._tracker.on_reply(reply, now)
         self.stats["replies"] += 1
@@ -494,6 +520,13 @@ class CommandService:
             self._acks = OrderedCompletion()
             self._ack_waits = {}
             self._acks.add(mid)
+
+    def _owns_device(self, device_id: str) -> bool:
+        """Whether this instance owns the commands partition of ``device_id`` (True while the
+        partitioning is unknown, so that nothing goes unrecorded)."""
+        if self._first_assignment or not self._command_partitions:
+            return True
+        return partition_for(device_id.encode(), self._command_partitions) in self._assigned
 
     def _ack_now(self, event: Incoming) -> None:
         if event.qos == 0 or event.generation != self._ack_generation:

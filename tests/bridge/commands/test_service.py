@@ -325,3 +325,34 @@ def test_mosquitto_restart_the_service_reconnects_and_carries_on(
         records.close()
         client.close()
     assert service.failure is None
+
+
+def test_two_instances_split_the_devices_and_record_only_their_own_replies(
+    command_env: CommandEnv, service_factory: ServiceFactory
+) -> None:
+    """Both instances receive every reply; each records only those of its partitions."""
+    env = command_env
+    devices = [env.device(f"split{i}").connect() for i in range(12)]
+    first = service_factory(command_mqtt_client_id=unique("cmd-a"))
+    second = service_factory(command_mqtt_client_id=unique("cmd-b"))
+    # both in the group before sending: each owns some of the 4 partitions
+    wait_for(
+        lambda: bool(first.assigned_partitions) and bool(second.assigned_partitions),
+        30,
+        "both instances assigned",
+    )
+    assert not first.assigned_partitions & second.assigned_partitions
+    ids = [env.client.send(d.device_id, "add", {"a": 1, "b": i}) for i, d in enumerate(devices)]
+    for cid in ids:
+        assert env.wait_final(cid, 30).state is State.SUCCEEDED
+    env.records.wait(
+        lambda: sum(len(env.replies(cid)) for cid in ids) >= len(ids), 10, "reply records"
+    )
+    records = [r for cid in ids for r in env.replies(cid)]
+    # a rebalance while commands are in flight may deliver one twice (at-least-once), so
+    # "duplicate" may appear; "unknown" would mean a non-owner recorded another's reply
+    assert "unknown" not in [r["match"] for r in records]
+    assert {r["command_id"] for r in records if r["match"] == "matched"} == set(ids)
+    # each reply reached both instances: the owner recorded it, the other let it go
+    assert first.stats["replies"] + second.stats["replies"] == len(records)
+    assert first.stats["foreign_replies"] + second.stats["foreign_replies"] == len(records)
