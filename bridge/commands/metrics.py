@@ -18,13 +18,15 @@ from prometheus_client.registry import Collector
 
 from bridge.http import HealthServer
 
-# stats key -> help text; exported as iot_commands_<key>_total
+# stats key -> help text; exported as iot_commands_<key>_total (always, 0 until counted). A key
+# the service counts that is not listed here is exported too, with a generic help text.
 COUNTERS: Final[Mapping[str, str]] = {
     "commands": "Command records read from the commands topic and accepted",
     "rejected": "Command records rejected as bad input (status rejected)",
     "published": "Command publishes to Mosquitto (every attempt counts)",
     "replies": "Device replies received",
     "unknown_replies": "Replies that matched no command this instance tracks",
+    "foreign_replies": "Replies for devices whose commands partition another instance owns",
     "expired": "Commands that ended expired (attempts or TTL ran out)",
     "adopted": "Pending commands adopted from the status topic at start-up",
 }
@@ -56,6 +58,8 @@ class CommandCollector(Collector):
         stats = dict(self.service.stats)  # one copy: the worker thread keeps writing
         for key, help_text in COUNTERS.items():
             yield CounterMetricFamily(PREFIX + key, help_text, value=stats.get(key, 0))
+        for key in sorted(set(stats) - set(COUNTERS)):
+            yield CounterMetricFamily(PREFIX + key, f"Command path counter {key!r}", stats[key])
         yield GaugeMetricFamily(
             PREFIX + "pending",
             "Commands not yet final that this instance tracks",
