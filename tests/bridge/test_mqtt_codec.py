@@ -144,4 +144,5 @@ def test_publish_properties_roundtrip(
     assert decoded.get(0x02) == expiry
     assert decoded.get(0x26, []) == users
     dup = codec.set_dup(raw)
-    assert codec.decode_publish(dup[0], body).dup and dup[1:] == raw[1:]
+    assert codec.decode_publish(dup[0], body).dup
+    assert dup[1:] == raw[1:]
