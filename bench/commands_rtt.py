@@ -322,6 +322,21 @@ def machine_busy_seconds() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def disturbance_note(cpu: Mapping[str, float | None], window_s: float, cores: int) -> str | None:
+    """A note when processes other than the benchmark's used over 10% of the machine."""
+    machine, ours = cpu.get(MACHINE), cpu.get("total")
+    if machine is None or ours is None or window_s <= 0:
+        return None
+    other = machine - ours
+    if other <= 0.10 * cores * window_s:
+        return None
+    return (
+        f"DISTURBED? work outside the benchmark's processes (other users, the kernel) used "
+        f"{other:.1f} CPU s of the {cores * window_s:.1f} "
+        f"available in the measured window ({other / (cores * window_s):.0%} of the machine)"
+    )
+
+
 class CpuWindow:
     """CPU seconds used by named groups of processes between two marks.
 
@@ -923,6 +938,8 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
                     "msgs/s offered in the measured window"
                 )
         responder_counts = responder.counts() if responder is not None else {}
+        if note := disturbance_note(cpu_used, t_end - t_start, os.cpu_count() or 1):
+            notes.append(note)
 
         rtts = sorted(
             (seen - sent_at[cid]) * 1000

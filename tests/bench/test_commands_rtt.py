@@ -163,3 +163,16 @@ def test_cpu_window_measures_work_done_between_marks() -> None:
     machine = used[commands_rtt.MACHINE]
     assert machine is not None
     assert machine >= 0.19
+
+
+def test_disturbance_note_only_when_others_used_the_machine() -> None:
+    machine = commands_rtt.MACHINE
+    quiet = {"total": 12.0, machine: 13.0}  # 1 of 20 CPU s: 5%
+    busy = {"total": 12.1, machine: 19.97}
+    assert commands_rtt.disturbance_note(quiet, 10.0, 2) is None
+    note = commands_rtt.disturbance_note(busy, 10.0, 2)
+    assert note == (
+        "DISTURBED? work outside the benchmark's processes (other users, the kernel) used "
+        "7.9 CPU s of the 20.0 available in the measured window (39% of the machine)"
+    )
+    assert commands_rtt.disturbance_note({"total": None, machine: 5.0}, 10.0, 2) is None
