@@ -702,6 +702,7 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
         "log_format": "json",
         "log_level": "WARNING",
         **topics,
+        **dict(args.setting),
     }
     workdir = Path(tempfile.mkdtemp(prefix="cmd-rtt-"))
     _say(f"logs under {workdir}")
@@ -1025,6 +1026,13 @@ def own_stack(data_dir: Path, partitions: int) -> Iterator[Servers]:
         stack.down()
 
 
+def _setting_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not _has_setting(name):
+        raise argparse.ArgumentTypeError(f"not NAME=VALUE of a BridgeConfig setting: {text!r}")
+    return name, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench.commands_rtt",
@@ -1106,6 +1114,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kafka-bootstrap", default=None, help="use this Kafka")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--setting",
+        type=_setting_arg,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a BridgeConfig setting for the bridge and the command path, e.g. "
+        "command_mqtt_publishers=8 (repeatable)",
+    )
     parser.add_argument(
         "--out-dir",
         type=Path,

@@ -151,6 +151,12 @@ class BridgeConfig:
         "MQTT client id of the command path (its own persistent session: replies that arrive "
         "while the bridge is down wait there).",
     )
+    command_mqtt_publishers: int = _setting(
+        4,
+        "MQTT connections the command path publishes commands on, besides the one that receives "
+        "replies (0 = that one publishes too). Mosquitto reads one packet per connection per "
+        "pass of its event loop, so under telemetry load one connection queues commands.",
+    )
     command_max_inflight: int = _setting(
         1000, "Command publishes in flight to Mosquitto (unacknowledged QoS 1) at most."
     )
@@ -219,10 +225,11 @@ class BridgeConfig:
         need(self.command_max_attempts >= 1, "command_max_attempts must be >= 1")
         need(bool(self.command_group_id), "command_group_id must not be empty")
         need(
-            0 < len(self.command_mqtt_client_id) <= 128,
-            "command_mqtt_client_id must be 1-128 characters",
+            0 < len(self.command_mqtt_client_id) <= 120,
+            "command_mqtt_client_id must be 1-120 characters (publisher links add -pN)",
         )
         need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
+        need(0 <= self.command_mqtt_publishers <= 64, "command_mqtt_publishers must be 0-64")
         need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
         if problems:
             raise ConfigError("invalid bridge configuration: " + "; ".join(problems))

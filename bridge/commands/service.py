@@ -1,10 +1,10 @@
 """`CommandService`: the I/O around the pure tracker.
 
 One worker thread owns the tracker, the Kafka consumer (``iot.commands``), the Kafka producer
-(status, replies, dead letters) and the MQTT connection (:class:`CommandLink`), whose socket it
+(status, replies, dead letters) and the MQTT connections (:class:`LinkPool`), whose sockets it
 reads and writes itself: no second thread fights it for the GIL (a paho network thread turned
 millisecond PUBACKs into seconds under load), and a step's publishes and PUBACKs leave in one
-write.
+write per connection.
 
 Delivery rules:
 
@@ -58,11 +58,11 @@ from bridge.commands.model import (
     parse_command,
 )
 from bridge.commands.mqtt_link import (
-    CommandLink,
     Connected,
     Incoming,
     LinkEvent,
     LinkLostError,
+    LinkPool,
     Puback,
 )
 from bridge.commands.tracker import (
@@ -197,7 +197,7 @@ class CommandService:
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
-        self._link: CommandLink | None = None
+        self._link: LinkPool | None = None
         self._early_events: list[LinkEvent] = []
         self._backlog: list[Action] = []
         self._mids: dict[int, tuple[str, int]] = {}
@@ -215,8 +215,6 @@ class CommandService:
         self._wait_s = 0.0
         self._inflight_limit = config.command_max_inflight
         self._held: deque[PublishAction] = deque()
-        self._reconnect_at: float | None = None
-        self._reconnect_delay = config.mqtt_reconnect_min_s
         self._failure: BaseException | None = None
         self.stats: dict[str, int] = {
             "commands": 0,
@@ -304,9 +302,9 @@ class CommandService:
 
     # -- MQTT ---------------------------------------------------------------------------
 
-    def _connect_mqtt(self) -> CommandLink:
+    def _connect_mqtt(self) -> LinkPool:
         cfg = self.config
-        link = CommandLink(
+        link = LinkPool(
             host=cfg.mqtt_host,
             port=cfg.mqtt_port,
             client_id=cfg.command_mqtt_client_id,
@@ -314,12 +312,16 @@ class CommandService:
             keepalive=cfg.mqtt_keepalive_s,
             session_expiry=cfg.mqtt_session_expiry_s,
             receive_maximum=cfg.mqtt_receive_maximum,
+            publishers=cfg.command_mqtt_publishers,
             username=cfg.mqtt_username,
             password=cfg.mqtt_password,
+            reconnect_min_s=cfg.mqtt_reconnect_min_s,
+            reconnect_max_s=cfg.mqtt_reconnect_max_s,
         )
         try:
             self._early_events = link.connect()
         except (OSError, LinkLostError) as exc:
+            link.close()
             raise CommandPathError(
                 f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: {exc}"
             ) from exc
@@ -408,36 +410,14 @@ class CommandService:
         self._wait_s = wait
 
     def _mqtt_io(self, timeout: float) -> bool:
-        """Write what is queued, wait up to ``timeout`` for MQTT traffic and handle up to
-        ``_EVENT_BATCH`` events; True if there were any. Reconnects when it is time."""
+        """Write what is queued, wait up to ``timeout`` for MQTT traffic (the pool reconnects
+        lost connections meanwhile) and handle what arrived; True if anything did."""
         link = self._link
         assert link is not None
-        if not link.connected:
-            if self._reconnect_at is not None and time.monotonic() < self._reconnect_at:
-                time.sleep(timeout)
-                return False
-            try:
-                events = link.connect()
-            except (OSError, LinkLostError) as exc:
-                self._schedule_reconnect(f"reconnect failed: {exc}")
-                return False
-            self._reconnect_at = None
-            self._reconnect_delay = self.config.mqtt_reconnect_min_s
-        else:
-            try:
-                events = link.poll(timeout)
-            except (OSError, LinkLostError) as exc:
-                self._schedule_reconnect(str(exc))
-                return False
+        events = link.poll(timeout)
         for event in events:
             self._handle_event(event)
         return bool(events)
-
-    def _schedule_reconnect(self, why: str) -> None:
-        delay = self._reconnect_delay
-        log.warning("command path MQTT connection lost (%s); reconnecting in %.1fs", why, delay)
-        self._reconnect_at = time.monotonic() + delay
-        self._reconnect_delay = min(delay * 2, self.config.mqtt_reconnect_max_s)
 
     def _flow_control(self) -> None:
         assert self._consumer is not None
@@ -466,14 +446,16 @@ class CommandService:
             self._on_connected(event)
 
     def _on_connected(self, event: Connected) -> None:
-        # PUBACKs owed on the previous connection are never sent on this one
-        self._acks = OrderedCompletion()
-        self._ack_waits = {}
-        self._ack_generation = event.generation
+        if event.link == 0:
+            # PUBACKs owed on the previous reply connection are never sent on this one
+            self._acks = OrderedCompletion()
+            self._ack_waits = {}
+            self._ack_generation = event.generation
         self._inflight_limit = min(self.config.command_max_inflight, event.receive_maximum)
         log.info(
-            "command path MQTT connected (session present: %s, %d unacknowledged commands "
-            "sent again, Mosquitto takes %d in flight)",
+            "command path MQTT connection %d up (session present: %s, %d unacknowledged "
+            "commands sent again, Mosquitto takes %d in flight)",
+            event.link,
             event.session_present,
             event.resent,
             event.receive_maximum,
@@ -648,7 +630,7 @@ class CommandService:
             message_expiry=pub.message_expiry_s,
             user_properties=pub.user_properties,
         )
-        mid = self._link.publish(pub.topic, pub.payload, props)
+        mid = self._link.publish(action.command.target.key, pub.topic, pub.payload, props)
         self._mids[mid] = (action.command.command_id, action.attempt)
         self.stats["published"] += 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,14 @@ import pytest
 
 from bridge import mqtt_codec as codec
 from bridge.commands.mapping import REPLY_SUBSCRIPTION
-from bridge.commands.mqtt_link import CommandLink, Connected, Incoming, LinkEvent, Puback
+from bridge.commands.mqtt_link import (
+    CommandLink,
+    Connected,
+    Incoming,
+    LinkEvent,
+    LinkPool,
+    Puback,
+)
 from tests.bridge.commands.harness import Device, forget_session, unique, wait_for
 
 pytestmark = pytest.mark.integration
@@ -130,3 +138,52 @@ def _received(device: Device, cid: str) -> Any:
     from tests.bridge.commands.harness import Received
 
     return Received(f"devices/{device.device_id}/commands/x", cid, 1, {}, None, None)
+
+
+def test_pool_keeps_a_target_on_one_link_and_reconnects_a_lost_one(
+    stack: Any, device: Device
+) -> None:
+    client_id = unique("pool")
+    pool = LinkPool(
+        host=stack.mqtt_host,
+        port=stack.mqtt_port,
+        client_id=client_id,
+        subscription=REPLY_SUBSCRIPTION,
+        keepalive=30,
+        session_expiry=600,
+        receive_maximum=100,
+        publishers=3,
+        reconnect_min_s=0.05,
+    )
+    try:
+        connected = [e for e in pool.connect() if isinstance(e, Connected)]
+        assert [e.link for e in connected] == [0, 1, 2, 3]
+        keys = [f"dev{i}" for i in range(30)] * 2
+        mids = [pool.publish(k, f"devices/{k}/commands/x", b"{}", b"\x00") for k in keys]
+        acked = {e.mid for e in poll_until_pool(pool, len(mids), Puback)}
+        assert acked == set(mids)
+        link_of = {k: m // 65536 for k, m in zip(keys, mids, strict=True)}
+        assert all(link_of[k] == m // 65536 for k, m in zip(keys, mids, strict=True))
+        assert set(link_of.values()) == {1, 2, 3}  # spread, never on the reply link
+        # the device's link goes away as in a crash; its command waits and goes out after
+        target = device.device_id
+        index = 1 + zlib.crc32(target.encode()) % 3
+        pool.links[index].close(disconnect=False)
+        mid = pool.publish(target, f"devices/{target}/commands/later", b"{}", b"\x00")
+        assert mid // 65536 == index
+        events = poll_until_pool(pool, 1, Puback)
+        assert [e.mid for e in events] == [mid]
+        assert pool.links[index].connected
+        wait_for(lambda: len(device.commands()) == 1, 10, "the command after the reconnect")
+    finally:
+        pool.close()
+        forget_session(stack.mqtt_host, stack.mqtt_port, client_id)
+
+
+def poll_until_pool(pool: LinkPool, want: int, kind: type, timeout: float = 10.0) -> list[Any]:
+    got: list[LinkEvent] = []
+    deadline = time.monotonic() + timeout
+    while sum(isinstance(e, kind) for e in got) < want:
+        assert time.monotonic() < deadline, f"timed out waiting for {want} {kind.__name__}"
+        got += pool.poll(0.05)
+    return [e for e in got if isinstance(e, kind)]
