@@ -71,7 +71,10 @@ def _consumer(bootstrap: str, extra: Mapping[str, str]) -> Consumer:
         "group.id": f"iot-cmd-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.partition.eof": False,
-        "fetch.wait.max.ms": 10,
+        # wait up to 5 ms for more: a fetch per record (fetch.min.bytes=1) made following a
+        # busy status topic cost the broker a fetch request per status
+        "fetch.wait.max.ms": 5,
+        "fetch.min.bytes": 1 << 20,
     }
     settings.update(extra)
     return Consumer(settings)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +106,8 @@ def _doc(p99: float, missing: int = 0) -> dict[str, object]:
         "stages_ms": {"sent_to_delivered_p50": 3.0},
         "telemetry_mode": HALF,
         "telemetry_max_msgs_per_s": 50_000.0,
+        "telemetry_max_measured": 42_000.0,
+        "telemetry_max_recorded": 50_000.0,
         "telemetry_rate": 25_000.0,
         "telemetry_achieved_msgs_per_s": 24_500.0,
         "telemetry_in_kafka": 245_000,
@@ -123,7 +127,8 @@ def _doc(p99: float, missing: int = 0) -> dict[str, object]:
 def test_markdown_states_condition_verdict_and_cost() -> None:
     text = render_markdown(_doc(p99=80.0))
     assert "**met**" in text
-    assert "(50,000 msgs/s -> offered 25,000 msgs/s)" in text
+    assert "(50,000 msgs/s: the higher of 42,000 measured" in text
+    assert "-> offered 25,000 msgs/s" in text
     assert "24,500 msgs/s into Kafka (245,000 records) = 0.49 of the maximum" in text
     assert "| iot-bridge | 4.00 | 0.40 |" in text
     assert "| mosquitto | - | - |" in text
@@ -176,3 +181,45 @@ def test_disturbance_note_only_when_others_used_the_machine() -> None:
         "7.9 CPU s of the 20.0 available in the measured window (39% of the machine)"
     )
     assert commands_rtt.disturbance_note({"total": None, machine: 5.0}, 10.0, 2) is None
+
+
+def test_timeline_rows_per_second_of_sending() -> None:
+    from bench.commands_rtt import build_timeline
+    from bridge.commands.model import State
+
+    sent_at = {"a": 100.0, "b": 100.5, "c": 101.2}
+    finals = {"a": (State.SUCCEEDED, 100.02), "b": (State.SUCCEEDED, 100.9)}
+    # monotonic samples 10 s behind the wall clock: (time, in Kafka, published)
+    published = [(90.0, 0, 0), (90.5, 500, 600), (91.0, 1000, 1200), (91.5, 1400, 1700)]
+    rows = build_timeline(sent_at, finals, published, 10.0)
+    assert [r["second"] for r in rows] == [0, 1]
+    assert rows[0]["commands"] == 2
+    assert rows[0]["rtt_ms_max"] == 400.0
+    assert rows[0]["telemetry_in_kafka_per_s"] == 1000
+    assert rows[0]["telemetry_published_per_s"] == 1200
+    assert rows[1]["rtt_ms_p99"] is None  # c never finished
+    assert rows[1]["telemetry_in_kafka_per_s"] == 800
+
+
+def test_recorded_maximum_reads_the_ingest_results(tmp_path: Path) -> None:
+    from bench.commands_rtt import recorded_maximum
+
+    doc = {
+        "results": [
+            {"contender": "iot-bridge-qos1", "scenario": "throughput", "payload_bytes": 1024,
+             "processes": 1, "msgs_per_s": 51_000.0},
+            {"contender": "iot-bridge-qos1", "scenario": "throughput-repeat",
+             "payload_bytes": 1024, "processes": 1, "msgs_per_s": 49_000.0},
+            {"contender": "iot-bridge-qos1", "scenario": "scaling", "payload_bytes": 1024,
+             "processes": 2, "msgs_per_s": 54_000.0},
+            {"contender": "mq-bridge", "scenario": "throughput", "payload_bytes": 1024,
+             "processes": 1, "msgs_per_s": 60_000.0},
+            {"contender": "iot-bridge-qos1", "scenario": "throughput", "payload_bytes": 200,
+             "processes": 1, "msgs_per_s": 70_000.0},
+        ]
+    }  # fmt: skip
+    path = tmp_path / "ingest.json"
+    path.write_text(json.dumps(doc))
+    assert recorded_maximum(path, 1024) == 51_000.0
+    assert recorded_maximum(path, 512) is None
+    assert recorded_maximum(tmp_path / "missing.json", 1024) is None
