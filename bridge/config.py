@@ -157,6 +157,11 @@ class BridgeConfig:
         "replies (0 = that one publishes too). Mosquitto reads one packet per connection per "
         "pass of its event loop, so under telemetry load one connection queues commands.",
     )
+    command_linger_ms: int = _setting(
+        5,
+        "linger.ms of the command path's producer (statuses, replies, dead letters): every "
+        "status waits this long at most; longer batches cost the broker less per command.",
+    )
     command_fetch_wait_ms: int = _setting(
         5,
         "How long a fetch of iot.commands waits for more records (ms): the command path's "
@@ -236,6 +241,7 @@ class BridgeConfig:
         need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
         need(0 <= self.command_mqtt_publishers <= 64, "command_mqtt_publishers must be 0-64")
         need(0 <= self.command_fetch_wait_ms <= 1000, "command_fetch_wait_ms must be 0-1000")
+        need(0 <= self.command_linger_ms <= 1000, "command_linger_ms must be 0-1000")
         need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
         if problems:
             raise ConfigError("invalid bridge configuration: " + "; ".join(problems))

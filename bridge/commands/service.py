@@ -98,7 +98,7 @@ def producer_settings(config: BridgeConfig) -> dict[str, Any]:
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": "murmur2_random",
-        "linger.ms": min(config.kafka_linger_ms, 5),
+        "linger.ms": config.command_linger_ms,
         "compression.type": config.kafka_compression,
         "message.timeout.ms": config.kafka_message_timeout_ms,
     }
