@@ -38,7 +38,13 @@ def test_no_bridge_means_no_command_path(tmp_path: Path) -> None:
 
 
 def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, mqtt_port=11883, kafka_port=19092, commands_http_port=19101)
+    stack = _stack(
+        tmp_path,
+        mqtt_port=11883,
+        kafka_port=19092,
+        commands_http_port=19101,
+        commands_mode="separate",
+    )
     commands = stack.commands()
     assert commands.argv == [sys.executable, "-m", "bridge.commands.cli", "serve"]
     assert commands.env == {
@@ -55,12 +61,12 @@ def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -
 
 def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
     # nothing runs; before any `up` the config says what is expected
-    names = [st.name for st in _stack(tmp_path).status()]
+    names = [st.name for st in _stack(tmp_path, commands_mode="separate").status()]
     assert names == ["mosquitto", "kafka", "bridge", "commands"]
-    # an `up --commands-mode inline` recorded no `commands`: a later plain `status` does not
-    # report a missing process that was never meant to run
+    # an `up` (inline: the default) recorded no `commands`: a later `status --commands-mode
+    # separate` does not report a missing process that was never meant to run
     (tmp_path / "stack.json").write_text(
         json.dumps({"mqtt": "x", "kafka": "y", "bridge": "http://127.0.0.1:9100/metrics"})
     )
-    names = [st.name for st in _stack(tmp_path).status()]
+    names = [st.name for st in _stack(tmp_path, commands_mode="separate").status()]
     assert names == ["mosquitto", "kafka", "bridge"]

@@ -182,7 +182,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
     ]  # fmt: skip
-    up = _cli(["up", *ports])
+    up = _cli(["up", *ports, "--commands-mode", "separate"])
     try:
         assert up.returncode == 0, up.stderr
         bootstrap = next(
@@ -194,7 +194,9 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             line.split("pid ")[1].split(")")[0] for line in status.stdout.splitlines()
         )
 
-        again = _cli(["up", *ports])  # a second `up` starts no second copy
+        again = _cli(
+            ["up", *ports, "--commands-mode", "separate"]
+        )  # a second `up` starts no second copy
         assert again.returncode == 0, again.stderr
         assert "already running" in again.stderr
         status2 = _cli(["status", *ports])
@@ -253,7 +255,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             ["commands", "stopped"],
         ]
 
-        up2 = _cli(["up", *ports])
+        up2 = _cli(["up", *ports, "--commands-mode", "separate"])
         assert up2.returncode == 0, up2.stderr
         again_records = _consume_all(bootstrap, "iot.telemetry", 1)
         assert again_records == records  # the record written before `down` is still there
