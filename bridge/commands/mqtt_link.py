@@ -296,10 +296,14 @@ class CommandLink:
         packets, used = codec.split_packets(self._in)
         del self._in[:used]
         events: list[LinkEvent] = []
-        for first, body in packets:
-            event = self._decode(first, body)
-            if event is not None:
-                events.append(event)
+        try:
+            for first, body in packets:
+                event = self._decode(first, body)
+                if event is not None:
+                    events.append(event)
+        except (codec.MqttProtocolError, IndexError) as exc:
+            # what was decoded before stays unacknowledged: Mosquitto sends it again
+            self._lost(f"protocol error: {exc}")
         return events
 
     def keep_alive(self, now: float) -> None:

@@ -48,8 +48,10 @@ def device(stack: Any) -> Iterator[Device]:
     dev.disconnect()
 
 
-def poll_until(link: CommandLink, want: int, kind: type, timeout: float = 10.0) -> list[Any]:
-    """Poll until ``want`` events of ``kind`` arrived; return those events."""
+def poll_until(
+    link: CommandLink | LinkPool, want: int, kind: type, timeout: float = 10.0
+) -> list[Any]:
+    """Poll a link or a pool until ``want`` events of ``kind`` arrived; return those events."""
     got: list[LinkEvent] = []
     deadline = time.monotonic() + timeout
     while sum(isinstance(e, kind) for e in got) < want:
@@ -160,7 +162,7 @@ def test_pool_keeps_a_target_on_one_link_and_reconnects_a_lost_one(
         assert [e.link for e in connected] == [0, 1, 2, 3]
         keys = [f"dev{i}" for i in range(30)] * 2
         mids = [pool.publish(k, f"devices/{k}/commands/x", b"{}", b"\x00") for k in keys]
-        acked = {e.mid for e in poll_until_pool(pool, len(mids), Puback)}
+        acked = {e.mid for e in poll_until(pool, len(mids), Puback)}
         assert acked == set(mids)
         link_of = {k: m // 65536 for k, m in zip(keys, mids, strict=True)}
         assert all(link_of[k] == m // 65536 for k, m in zip(keys, mids, strict=True))
@@ -171,19 +173,10 @@ def test_pool_keeps_a_target_on_one_link_and_reconnects_a_lost_one(
         pool.links[index].close(disconnect=False)
         mid = pool.publish(target, f"devices/{target}/commands/later", b"{}", b"\x00")
         assert mid // 65536 == index
-        events = poll_until_pool(pool, 1, Puback)
+        events = poll_until(pool, 1, Puback)
         assert [e.mid for e in events] == [mid]
         assert pool.links[index].connected
         wait_for(lambda: len(device.commands()) == 1, 10, "the command after the reconnect")
     finally:
         pool.close()
         forget_session(stack.mqtt_host, stack.mqtt_port, client_id)
-
-
-def poll_until_pool(pool: LinkPool, want: int, kind: type, timeout: float = 10.0) -> list[Any]:
-    got: list[LinkEvent] = []
-    deadline = time.monotonic() + timeout
-    while sum(isinstance(e, kind) for e in got) < want:
-        assert time.monotonic() < deadline, f"timed out waiting for {want} {kind.__name__}"
-        got += pool.poll(0.05)
-    return [e for e in got if isinstance(e, kind)]
