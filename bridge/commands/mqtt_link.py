@@ -440,7 +440,9 @@ class LinkPool:
                 self._down(link.index, "not connected")
         events = self._reconnect_due()
         self.flush()
-        socks = {link.fileno(): link for link in self.links if link.connected}
+        # publishing links first, the reply link last: Mosquitto PUBACKs a command before it
+        # forwards it, so reading in this order sees a command's PUBACK before its reply
+        socks = {link.fileno(): link for link in reversed(self.links) if link.connected}
         if events:
             timeout = 0.0
         if not socks:

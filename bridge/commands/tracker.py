@@ -273,9 +273,17 @@ class Tracker:
         record = self._reply_record(
             reply, now, MATCHED if reply.ok is not None else INVALID, entry.attempt
         )
+        actions: list[Action] = [record]
+        if entry.state is State.SENT:
+            # The PUBACK (read on a publishing connection) may come after the reply (read on
+            # the reply connection); the reply proves delivery: keep the history complete.
+            entry.state = State.DELIVERED
+            actions.append(
+                self._entry_status(entry, State.DELIVERED, now, "delivery shown by the reply")
+            )
         if reply.ok:
-            return [record, *self._finish(entry, State.SUCCEEDED, now, None)]
-        return [record, *self._finish(entry, State.FAILED, now, reply.error)]
+            return [*actions, *self._finish(entry, State.SUCCEEDED, now, None)]
+        return [*actions, *self._finish(entry, State.FAILED, now, reply.error)]
 
     def tick(self, now: int) -> list[Action]:
         """Timeouts due at ``now``: redeliver, expire, or close a broadcast's reply window."""

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.commands.mapping import parse_reply
+from bridge.commands.mapping import Reply, parse_reply
 from bridge.commands.model import (
     Command,
     Rejection,
@@ -66,7 +66,7 @@ def publishes(actions: Sequence[Action]) -> list[int]:
     return [a.attempt for a in actions if isinstance(a, PublishAction)]
 
 
-def ok(device: str = "d1", cid: str = "c1", result: str = "42") -> object:
+def ok(device: str = "d1", cid: str = "c1", result: str = "42") -> Reply:
     return parse_reply(device, cid, b'{"status": "ok", "result": ' + result.encode() + b"}")
 
 
@@ -94,8 +94,18 @@ def test_error_reply_fails_the_command() -> None:
     t.admit(cmd(), 0, SRC)
     out = t.on_reply(parse_reply("d1", "c1", b'{"status": "error", "error": "busy"}'), 3)
     assert [(a.status.state, a.status.detail) for a in out if isinstance(a, StatusAction)] == [
-        (State.FAILED, "busy")
+        (State.DELIVERED, "delivery shown by the reply"),
+        (State.FAILED, "busy"),
     ]
+
+
+def test_a_reply_before_the_puback_implies_delivered_and_the_late_puback_is_ignored() -> None:
+    # PUBACKs arrive on a publishing connection, replies on another: either may come first
+    t = Tracker()
+    t.admit(cmd(), 0, SRC)
+    out = t.on_reply(ok(), 4)
+    assert statuses(out) == [(State.DELIVERED, 1), (State.SUCCEEDED, 1)]
+    assert t.on_puback("c1", 1, 0, 5) == []
 
 
 def test_no_reply_means_max_attempts_then_expired_and_dead_letter() -> None:
@@ -195,7 +205,8 @@ def test_unknown_mismatched_duplicate_and_invalid_replies_are_recorded() -> None
     t.admit(cmd("c2"), 0, SRC)
     bad = t.on_reply(parse_reply("d1", "c2", b"garbage"), 4)
     assert [a.record["match"] for a in bad if isinstance(a, ReplyAction)] == ["invalid"]
-    assert statuses(bad) == [(State.FAILED, 1)]
+    # unreadable, but an answer all the same: delivered, then failed
+    assert statuses(bad) == [(State.DELIVERED, 1), (State.FAILED, 1)]
 
 
 def test_rejection_writes_rejected_status() -> None:
@@ -245,7 +256,8 @@ def test_rebuild_resumes_timeouts_and_matches_replies() -> None:
     assert new.state_of("c1") is State.DELIVERED
     assert publishes(new.tick(1_000)) == [2]  # timeout counted from the original send
     out = new.on_reply(parse_reply("d1", "c1", b'{"status": "ok"}'), 1_100)
-    assert statuses(out) == [(State.SUCCEEDED, 2)]
+    # attempt 2 was not PUBACKed yet: the reply shows it was delivered
+    assert statuses(out) == [(State.DELIVERED, 2), (State.SUCCEEDED, 2)]
 
 
 def test_rebuild_of_accepted_sends_and_of_final_remembers() -> None:
