@@ -6,9 +6,9 @@ loopback, all bounded in time):
 
 1. Mosquitto + Kafka: a private stack on free ports (``StackConfig.servers_on_free_ports``), or
    ``--mqtt-port`` and ``--kafka-bootstrap`` of servers you run; fresh topics for this run.
-2. The command path, ``--command-path inline`` (default, what ``iot-stack`` runs):
-   ``iot-bridge`` with ``IOT_COMMANDS_ENABLED=1``; ``separate``: ``iot-bridge`` with commands
-   disabled plus ``iot-cmd serve`` as its own process (same ``IOT_*`` settings).
+2. The command path, ``--command-path separate`` (default, what ``iot-stack`` runs):
+   ``iot-bridge`` with commands disabled plus ``iot-cmd serve`` as its own process (same
+   ``IOT_*`` settings); ``inline``: ``iot-bridge`` with ``IOT_COMMANDS_ENABLED=1``.
 3. ``--devices`` command-answering devices: ``bench/responder.py`` (raw-socket MQTT 5, PUBACK and
    reply in one write; default) or ``--responder sim`` (``iot-sim``, gmqtt, as before).
 4. Telemetry: ``bench.load.LoadGenerator`` (raw-socket MQTT 3.1.1, QoS 1, 1 KiB, its own device
@@ -1152,10 +1152,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--command-path",
-        choices=["inline", "separate"],
-        default="inline",
-        help="inline (what iot-stack runs): iot-bridge with IOT_COMMANDS_ENABLED=1; "
-        "separate: iot-bridge + `iot-cmd serve` as its own process",
+        choices=["separate", "inline"],
+        default="separate",
+        help="separate (what iot-stack runs): iot-bridge + `iot-cmd serve` as its own process; "
+        "inline: iot-bridge with IOT_COMMANDS_ENABLED=1",
     )
     parser.add_argument(
         "--responder",

@@ -56,8 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     up.add_argument(
         "--commands-mode", choices=COMMANDS_MODES, default=None,
-        help="the command path: a thread of the bridge (inline, default), its own process "
-        "`commands` (separate) or not at all (off); env IOT_STACK_COMMANDS_MODE",
+        help="the command path: its own process `commands` (separate, default), a thread of "
+        "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
     )  # fmt: skip
     up.add_argument(
         "--analytics", dest="with_analytics", action="store_true", default=None,

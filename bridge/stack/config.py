@@ -73,10 +73,9 @@ class StackConfig:
     )
     commands_mode: str = _setting(
         "IOT_STACK_COMMANDS_MODE",
-        "inline",
-        "where the command path runs with the bridge: inline (a thread of iot-bridge: on one "
-        "small machine the faster, see docs/commands.md), separate (its own process, `iot-cmd "
-        "serve`) or off",
+        "separate",
+        "where the command path runs with the bridge: separate (its own process, `iot-cmd "
+        "serve`), inline (a thread of iot-bridge) or off",
     )
     commands_http_port: int = _setting(
         "IOT_STACK_COMMANDS_HTTP_PORT", 9101, "the separate command path's metrics and health port"

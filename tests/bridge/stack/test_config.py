@@ -58,10 +58,10 @@ def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path)
     )
 
 
-def test_commands_mode_defaults_to_inline_and_reads_its_env(
+def test_commands_mode_defaults_to_separate_and_reads_its_env(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert (StackConfig().commands_mode, StackConfig().commands_http_port) == ("inline", 9101)
+    assert (StackConfig().commands_mode, StackConfig().commands_http_port) == ("separate", 9101)
     monkeypatch.setenv("IOT_STACK_COMMANDS_MODE", "inline")
     monkeypatch.setenv("IOT_STACK_COMMANDS_HTTP_PORT", "19101")
     cfg = StackConfig.from_env()

@@ -63,8 +63,8 @@ def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
     # nothing runs; before any `up` the config says what is expected
     names = [st.name for st in _stack(tmp_path, commands_mode="separate").status()]
     assert names == ["mosquitto", "kafka", "bridge", "commands"]
-    # an `up` (inline: the default) recorded no `commands`: a later `status --commands-mode
-    # separate` does not report a missing process that was never meant to run
+    # an `up --commands-mode inline` recorded no `commands`: a later plain `status` does not
+    # report a missing process that was never meant to run
     (tmp_path / "stack.json").write_text(
         json.dumps({"mqtt": "x", "kafka": "y", "bridge": "http://127.0.0.1:9100/metrics"})
     )
