@@ -217,19 +217,9 @@ def decode_connack(body: bytes) -> Connack:
         raise MqttProtocolError("short CONNACK")
     receive_maximum = 65535
     if len(body) > 2:
-        decoded = decode_varint(body, 2)
-        if decoded is None:
-            raise MqttProtocolError("short CONNACK properties")
-        plen, pos = decoded
-        end = pos + plen
-        if end > len(body):
-            raise MqttProtocolError("short CONNACK properties")
-        while pos < end:
-            ident = body[pos]
-            pos += 1
-            if ident == _PROP_RECEIVE_MAXIMUM:
-                receive_maximum = (body[pos] << 8) | body[pos + 1]
-            pos = _skip_property(body, ident, pos)
+        value = decode_properties(body, 2)[0].get(_PROP_RECEIVE_MAXIMUM, receive_maximum)
+        assert isinstance(value, int)
+        receive_maximum = value
     return Connack(bool(body[0] & 0x01), body[1], receive_maximum)
 
 

@@ -337,12 +337,7 @@ class CommandLink:
         raise codec.MqttProtocolError(f"unexpected packet type {kind}")
 
     def _lost(self, why: str) -> NoReturn:
-        sock = self._sock
-        self._sock = None
-        self._out.clear()
-        self._in.clear()
-        if sock is not None:
-            sock.close()
+        self.close(disconnect=False)
         raise LinkLostError(why)
 
 
