@@ -355,25 +355,28 @@ def decode_properties(data: bytes, pos: int) -> tuple[dict[int, object], int]:
     if end > len(data):
         raise MqttProtocolError("short properties")
     out: dict[int, object] = {}
-    while pos < end:
-        ident = data[pos]
-        pos += 1
-        nxt = _skip_property(data, ident, pos)
-        if ident == _PROP_USER_PROPERTY:
-            klen = (data[pos] << 8) | data[pos + 1]
-            key = data[pos + 2 : pos + 2 + klen].decode()
-            value = data[pos + 4 + klen : nxt].decode()
-            pairs = out.setdefault(ident, [])
-            assert isinstance(pairs, list)
-            pairs.append((key, value))
-        elif ident in _STRING_PROPS:
-            raw = bytes(data[pos + 2 : nxt])
-            out[ident] = raw if ident == _PROP_CORRELATION_DATA else raw.decode()
-        elif ident in _FIXED_PROPS:
-            out[ident] = int.from_bytes(data[pos:nxt], "big")
-        else:
-            out[ident] = decode_varint(data, pos)[0]  # type: ignore[index]
-        pos = nxt
+    try:
+        while pos < end:
+            ident = data[pos]
+            pos += 1
+            nxt = _skip_property(data, ident, pos)
+            if ident == _PROP_USER_PROPERTY:
+                klen = (data[pos] << 8) | data[pos + 1]
+                key = data[pos + 2 : pos + 2 + klen].decode()
+                value = data[pos + 4 + klen : nxt].decode()
+                pairs = out.setdefault(ident, [])
+                assert isinstance(pairs, list)
+                pairs.append((key, value))
+            elif ident in _STRING_PROPS:
+                raw = bytes(data[pos + 2 : nxt])
+                out[ident] = raw if ident == _PROP_CORRELATION_DATA else raw.decode()
+            elif ident in _FIXED_PROPS:
+                out[ident] = int.from_bytes(data[pos:nxt], "big")
+            else:
+                out[ident] = decode_varint(data, pos)[0]  # type: ignore[index]
+            pos = nxt
+    except UnicodeDecodeError as exc:  # MQTT 5 1.5.4: a malformed string is a malformed packet
+        raise MqttProtocolError(f"malformed UTF-8 in property: {exc}") from exc
     return out, end
 
 

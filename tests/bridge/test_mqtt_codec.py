@@ -146,3 +146,10 @@ def test_publish_properties_roundtrip(
     dup = codec.set_dup(raw)
     assert codec.decode_publish(dup[0], body).dup
     assert dup[1:] == raw[1:]
+
+
+def test_connack_with_a_malformed_string_property_is_a_protocol_error() -> None:
+    # reason string (0x1F) holding invalid UTF-8
+    props = b"\x1f\x00\x01\x80"
+    with pytest.raises(codec.MqttProtocolError):
+        codec.decode_connack(b"\x00\x00" + codec.encode_varint(len(props)) + props)
