@@ -167,7 +167,9 @@ def test_cpu_window_measures_work_done_between_marks() -> None:
     assert used["total"] == used["me"]
     machine = used[commands_rtt.MACHINE]
     assert machine is not None
-    assert machine >= 0.19
+    # /proc/stat and /proc/<pid>/stat count in clock ticks, sampled a moment apart: the
+    # machine's figure holds this process's work to within two ticks (CI once read 0.18)
+    assert machine >= used["me"] - 2 / os.sysconf("SC_CLK_TCK")
 
 
 def test_disturbance_note_only_when_others_used_the_machine() -> None:
