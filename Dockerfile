@@ -25,6 +25,7 @@ COPY pyproject.toml README.md ./
 COPY bridge/ bridge/
 COPY device_sim/ device_sim/
 COPY spark_jobs/ spark_jobs/
+COPY stack/ stack/
 COPY mosquitto/ mosquitto/
 RUN pip install --no-cache-dir .
 

@@ -104,8 +104,8 @@ def _progress(warehouse: Path, query: str) -> list[dict[str, Any]]:
 def capacity(
     spark: Any, bootstrap: str, root: Path, *, records: int, devices: int, master: str
 ) -> dict[str, Any]:
-    from bridge.stack.topics import TopicSpec, ensure_topics
     from spark_jobs import stream
+    from stack.topics import TopicSpec, ensure_topics
 
     topic, presence = f"bench.tel.{int(time.time())}", f"bench.pres.{int(time.time())}"
     ensure_topics(bootstrap, [TopicSpec(topic), TopicSpec(presence, compacted=True)], 6)
@@ -158,8 +158,8 @@ def freshness(
     spark: Any, bootstrap: str, root: Path, *, rate: float, seconds: float, devices: int,
     trigger: str, watermark: str, master: str,
 ) -> dict[str, Any]:  # fmt: skip
-    from bridge.stack.topics import TopicSpec, ensure_topics
     from spark_jobs import stream
+    from stack.topics import TopicSpec, ensure_topics
 
     topic, presence = f"bench.live.{int(time.time())}", f"bench.livep.{int(time.time())}"
     ensure_topics(bootstrap, [TopicSpec(topic), TopicSpec(presence, compacted=True)], 6)
@@ -268,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         local = None
         bootstrap = args.kafka_bootstrap
         if bootstrap is None:
-            from bridge.stack.config import StackConfig
-            from bridge.stack.launcher import Stack
+            from stack.config import StackConfig
+            from stack.launcher import Stack
 
             local = Stack(
                 StackConfig.servers_on_free_ports(root / "stack", partitions=6, kafka_heap="512m")

@@ -56,8 +56,8 @@ from bench.responder import Responder, ResponderError, ResponderSpec
 from bench.results import percentile, steady_rate
 from bridge.commands.client import CommandClient
 from bridge.commands.model import State, decode_status
-from bridge.stack.ports import free_port
-from bridge.stack.topics import TopicSpec, ensure_topics
+from stack.ports import free_port
+from stack.topics import TopicSpec, ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
 HALF = "half"
@@ -1108,8 +1108,8 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
 
 @contextlib.contextmanager
 def own_stack(data_dir: Path, partitions: int) -> Iterator[Servers]:
-    from bridge.stack.config import StackConfig
-    from bridge.stack.launcher import Stack
+    from stack.config import StackConfig
+    from stack.launcher import Stack
 
     stack = Stack(StackConfig.servers_on_free_ports(data_dir, partitions))
     _say(f"starting Mosquitto + Kafka under {data_dir} ...")

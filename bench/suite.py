@@ -48,8 +48,8 @@ from bench.sinks import (
     PublisherOnlySink,
     Sink,
 )
-from bridge.stack.config import StackConfig
-from bridge.stack.launcher import Stack
+from stack.config import StackConfig
+from stack.launcher import Stack
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ class Runner:
                 per_s_guess = 150_000 if payload <= 256 else 80_000
                 records = int(per_s_guess * opts.duration_s)
             from bridge.config import BridgeConfig
-            from bridge.stack.paths import broker_libs_dir
+            from stack.paths import broker_libs_dir
 
             ours = BridgeConfig()
 

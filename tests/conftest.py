@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from bridge.stack.config import StackConfig
-from bridge.stack.launcher import Stack
-from bridge.stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
+from stack.config import StackConfig
+from stack.launcher import Stack
+from stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
 
 pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bridge.config import BridgeConfig
-from bridge.stack.config import StackConfig
+from stack.config import StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -122,5 +122,5 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
             if cond["condition"] == "service_healthy":
                 assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("bridge", "device_sim", "spark_jobs", "mosquitto", "kafka"):
+    for package in ("bridge", "device_sim", "spark_jobs", "stack", "mosquitto", "kafka"):
         assert f"COPY {package}/ {package}/" in dockerfile

@@ -22,7 +22,7 @@ from bridge.commands.metrics import COUNTERS, CommandHealth, command_registry, h
 from bridge.commands.model import State
 from bridge.commands.service import CommandService
 from bridge.config import BridgeConfig
-from bridge.stack.ports import free_port
+from stack.ports import free_port
 from tests.bridge.commands.conftest import CommandEnv
 from tests.bridge.commands.harness import wait_for
 

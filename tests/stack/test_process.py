@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.stack.errors import StackError
-from bridge.stack.process import ManagedProcess
+from stack.errors import StackError
+from stack.process import ManagedProcess
 
 
 def _proc(tmp_path: Path) -> ManagedProcess:

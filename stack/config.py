@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.stack.errors import StackError
-from bridge.stack.ports import free_ports
+from stack.errors import StackError
+from stack.ports import free_ports
 
 COMMANDS_MODES = ("separate", "inline", "off")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bridge.stack.errors import StackError
+from stack.errors import StackError
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bridge.stack.app_service import AppService, alive_for, http_ok
-from bridge.stack.config import StackConfig
-from bridge.stack.errors import StackError
-from bridge.stack.kafka_server import KafkaServer
-from bridge.stack.mosquitto_server import MosquittoServer
-from bridge.stack.process import ManagedProcess
-from bridge.stack.topics import DESIGN_TOPICS, ensure_topics
+from stack.app_service import AppService, alive_for, http_ok
+from stack.config import StackConfig
+from stack.errors import StackError
+from stack.kafka_server import KafkaServer
+from stack.mosquitto_server import MosquittoServer
+from stack.process import ManagedProcess
+from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 from string import Template
 
-from bridge.stack import paths
-from bridge.stack.config import StackConfig
-from bridge.stack.errors import StackError
-from bridge.stack.ports import port_open
-from bridge.stack.process import ManagedProcess
+from stack import paths
+from stack.config import StackConfig
+from stack.errors import StackError
+from stack.ports import port_open
+from stack.process import ManagedProcess
 
 READY_LINE = "running"  # "mosquitto version 2.0.x running"
 

@@ -9,11 +9,11 @@ import uuid
 from pathlib import Path
 from string import Template
 
-from bridge.stack import paths
-from bridge.stack.config import StackConfig
-from bridge.stack.errors import StackError
-from bridge.stack.ports import port_open
-from bridge.stack.process import ManagedProcess
+from stack import paths
+from stack.config import StackConfig
+from stack.errors import StackError
+from stack.ports import port_open
+from stack.process import ManagedProcess
 
 READY_LINE = "Kafka Server started"
 

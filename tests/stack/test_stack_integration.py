@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.commands.client import CommandClient
 from bridge.commands.model import State, StatusRecord
-from bridge.stack.launcher import Stack
-from bridge.stack.ports import free_port, free_ports
+from stack.launcher import Stack
+from stack.ports import free_port, free_ports
 from tests.bridge.commands.harness import Device, Records, unique
 from tests.conftest import Endpoints
 
@@ -130,7 +130,7 @@ def test_queued_qos1_message_survives_mosquitto_restart(
 
 def _cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bridge.stack.cli", *args],
+        [sys.executable, "-m", "stack.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

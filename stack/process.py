@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from bridge.stack.errors import StackError
+from stack.errors import StackError
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from bridge import __version__
-from bridge.stack.config import COMMANDS_MODES, StackConfig
-from bridge.stack.errors import StackError
-from bridge.stack.launcher import Stack
-from bridge.stack.topics import DESIGN_TOPICS, ensure_topics
+from stack.config import COMMANDS_MODES, StackConfig
+from stack.errors import StackError
+from stack.launcher import Stack
+from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ def project_root() -> Path:
     env = os.environ.get("IOT_HOME")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 def broker_libs_dir() -> Path:

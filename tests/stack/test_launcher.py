@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.stack.config import StackConfig
-from bridge.stack.launcher import Stack
+from stack.config import StackConfig
+from stack.launcher import Stack
 
 
 def _stack(tmp_path: Path, **changes: object) -> Stack:

@@ -8,8 +8,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 
-from bridge.stack.config import StackConfig
-from bridge.stack.process import ManagedProcess
+from stack.config import StackConfig
+from stack.process import ManagedProcess
 
 
 def http_ok(url: str) -> Callable[[], bool]:

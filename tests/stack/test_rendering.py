@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.stack.config import StackConfig
-from bridge.stack.kafka_server import KafkaServer
-from bridge.stack.mosquitto_server import MosquittoServer
+from stack.config import StackConfig
+from stack.kafka_server import KafkaServer
+from stack.mosquitto_server import MosquittoServer
 
 
 def _props(text: str) -> dict[str, str]:
@@ -39,7 +39,7 @@ def test_mosquitto_conf(tmp_path: Path) -> None:
 def test_cluster_ids_are_kafka_uuids_that_never_look_like_an_option() -> None:
     import base64
 
-    from bridge.stack.kafka_server import cluster_id
+    from stack.kafka_server import cluster_id
 
     ids = [cluster_id() for _ in range(2000)]  # ~31 would start with "-" if not excluded
     assert not any(i.startswith("-") for i in ids)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.stack.config import StackConfig
-from bridge.stack.errors import StackError
+from stack.config import StackConfig
+from stack.errors import StackError
 
 
 def test_defaults_are_the_design_ports() -> None:
