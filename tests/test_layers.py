@@ -1,0 +1,296 @@
+"""The package map and import rule of docs/development.md, checked against the tree.
+
+The document is the source: its "Package map" table says which first-party packages each package
+may import, and its "Layers" lists put every module of a package in one layer (pure logic,
+adapters, services, CLIs). This test fails when the tree and the document disagree (a package or
+module missing from either) or when an import breaks the rule:
+
+- a package imports only itself and the packages its row names; nothing imports `bench` or
+  `tests` (bench may import anything but tests), so only harnesses reach the launcher;
+- inside the layered packages a module imports only modules of its own layer or a lower one,
+  also across packages (a pure module of one package never reaches another package's adapter);
+- a pure module imports no network, process or thread library.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "development.md"
+HARNESSES = ("bench", "tests")
+LAYERS = ("pure", "adapters", "services", "cli")
+# What pure logic must not touch: sockets, processes, threads, event loops, servers and clients.
+IO_LIBRARIES = frozenset(
+    {
+        "asyncio",
+        "concurrent",
+        "confluent_kafka",
+        "gmqtt",
+        "http",
+        "multiprocessing",
+        "paho",
+        "prometheus_client",
+        "select",
+        "selectors",
+        "signal",
+        "socket",
+        "socketserver",
+        "ssl",
+        "subprocess",
+        "threading",
+        "urllib",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PackageRow:
+    name: str
+    may_import: frozenset[str]
+
+
+def _doc_text() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def _section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"docs/development.md has no '## {title}' section"
+    return match.group(1)
+
+
+def parse_package_map(text: str) -> dict[str, PackageRow]:
+    """Rows of the table: | `pkg/` | what it owns | `a`, `b` or '-' |."""
+    rows: dict[str, PackageRow] = {}
+    for line in _section(text, "Package map").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`"):
+            continue
+        name = cells[0].strip("`").rstrip("/")
+        allowed = frozenset(re.findall(r"`([a-z_]+)`", cells[-1]))
+        rows[name] = PackageRow(name, allowed)
+    return rows
+
+
+def parse_layers(text: str) -> dict[str, dict[str, str]]:
+    """`### pkg` then lines `- pure: `a`, `b.c``; returns {package: {module: layer}}."""
+    result: dict[str, dict[str, str]] = {}
+    package = ""
+    for line in _section(text, "Layers").splitlines():
+        heading = re.match(r"^### `?([a-z_]+)/?`?\s*$", line)
+        if heading:
+            package = heading.group(1)
+            result[package] = {}
+            continue
+        entry = re.match(r"^- (\w+):(.*)$", line)
+        if entry and package and entry.group(1) in LAYERS:
+            for module in re.findall(r"`([a-z_.]+)`", entry.group(2)):
+                full = f"{package}.{module}"
+                assert full not in result[package], f"{full} is listed twice"
+                result[package][full] = entry.group(1)
+    return result
+
+
+def first_party_packages() -> set[str]:
+    return {
+        p.parent.name
+        for p in ROOT.glob("*/__init__.py")
+        if not p.parent.name.startswith(".") and p.parent.name != "kafka"
+    }
+
+
+def modules_of(package: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """First-party modules a file imports (lazy and TYPE_CHECKING imports included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    targets: set[str] = set()
+
+    def resolve(dotted: str) -> str:
+        parts = dotted.split(".")
+        while parts and ".".join(parts) not in known:
+            parts.pop()
+        return ".".join(parts) if parts else dotted
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(resolve(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                targets.add(resolve(f"{node.module}.{alias.name}"))
+    return {t for t in targets if t.split(".")[0] in first_party_packages()}
+
+
+def third_party_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def all_modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in first_party_packages():
+        found.update(modules_of(package))
+    return found
+
+
+def layer_of(module: str, layers: dict[str, dict[str, str]]) -> str | None:
+    """A package's __init__ counts as pure (it holds the version and docstring)."""
+    package = module.split(".", maxsplit=1)[0]
+    if module == package or module.endswith(".__main__"):
+        return "pure" if module == package else "cli"
+    return layers.get(package, {}).get(module)
+
+
+# --- the document matches the tree -----------------------------------------------------------
+
+
+def test_every_package_is_on_the_map_and_every_row_exists() -> None:
+    rows = parse_package_map(_doc_text())
+    assert set(rows) == first_party_packages()
+
+
+def test_every_module_of_a_layered_package_has_one_layer() -> None:
+    text = _doc_text()
+    layers = parse_layers(text)
+    layered = set(parse_package_map(text)) - set(HARNESSES)
+    assert set(layers) == layered, "every package but the harnesses has a '### pkg' layer list"
+    for package in layered:
+        on_disk = {
+            m
+            for m in modules_of(package)
+            if m != package and not m.endswith(".__main__") and not _is_subpackage(m)
+        }
+        assert set(layers[package]) == on_disk, (
+            f"{package}: in docs only {sorted(set(layers[package]) - on_disk)}, "
+            f"on disk only {sorted(on_disk - set(layers[package]))}"
+        )
+
+
+def _is_subpackage(module: str) -> bool:
+    return (ROOT / module.replace(".", "/") / "__init__.py").exists()
+
+
+# --- the rule ----------------------------------------------------------------------------------
+
+
+def package_violations() -> list[str]:
+    rows = parse_package_map(_doc_text())
+    known = set(all_modules())
+    problems = []
+    for module, path in sorted(all_modules().items()):
+        package = module.split(".")[0]
+        row = rows.get(package)
+        if row is None:
+            continue
+        for target in sorted(imported_modules(path, known)):
+            target_package = target.split(".")[0]
+            if target_package == package:
+                continue
+            if target_package == "tests" or (target_package == "bench" and package != "tests"):
+                problems.append(f"{module} imports harness {target}")
+            elif package not in HARNESSES and target_package not in row.may_import:
+                problems.append(f"{module} imports {target} ({package} may not use it)")
+    return problems
+
+
+def layer_violations() -> list[str]:
+    text = _doc_text()
+    layers = parse_layers(text)
+    known = set(all_modules())
+    problems = []
+    for module, path in sorted(all_modules().items()):
+        if module.split(".")[0] in HARNESSES:
+            continue
+        own = layer_of(module, layers)
+        if own is None and _is_subpackage(module):
+            own = "pure"  # a subpackage's __init__, like a package's
+        if own is None:
+            continue  # not on the page: test_every_module_of_a_layered_package_has_one_layer
+        rank = LAYERS.index(own)
+        for target in sorted(imported_modules(path, known)):
+            if target.split(".")[0] in HARNESSES:
+                continue
+            theirs = layer_of(target, layers)
+            if theirs is None and _is_subpackage(target):
+                theirs = "pure"  # a subpackage's __init__
+            if theirs is not None and LAYERS.index(theirs) > rank:
+                problems.append(f"{module} ({own}) imports {target} ({theirs})")
+        if own == "pure":
+            bad = sorted(third_party_roots(path) & IO_LIBRARIES)
+            if bad:
+                problems.append(f"{module} (pure) imports I/O libraries {bad}")
+    return problems
+
+
+def test_packages_import_only_what_the_map_allows() -> None:
+    assert package_violations() == []
+
+
+def test_modules_import_only_their_own_layer_or_lower() -> None:
+    assert layer_violations() == []
+
+
+# --- the checker itself catches what it should ---------------------------------------------
+
+
+def test_the_checker_sees_a_forbidden_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pure module that imports the launcher and a socket is reported twice."""
+    rows = parse_package_map(_doc_text())
+    layered = sorted(set(rows) - set(HARNESSES) - {"stack"})
+    package = layered[0]
+    pure = sorted(m for m, layer in parse_layers(_doc_text())[package].items() if layer == "pure")
+    target = ROOT / (pure[0].replace(".", "/") + ".py")
+    original = target.read_text(encoding="utf-8")
+    bad = original + "\n\ndef _probe() -> None:\n    import socket\n\n    import stack.cli\n"
+    real_read = Path.read_text
+
+    def patched(self: Path, *args: object, **kwargs: object) -> str:
+        if self == target:
+            return bad
+        return real_read(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", patched)
+    assert any(f"{pure[0]} imports stack.cli" in p for p in package_violations())
+    layer_problems = layer_violations()
+    assert any(p.startswith(f"{pure[0]} (pure) imports stack.cli") for p in layer_problems)
+    assert any(p.startswith(f"{pure[0]} (pure) imports I/O") for p in layer_problems)
+
+
+def test_parsers_read_the_documented_shapes() -> None:
+    text = (
+        "## Package map\n| package | owns | may import |\n|---|---|---|\n"
+        "| `a/` | x | - |\n| `b/` | y | `a` |\n\n"
+        "## Layers\n### a\n- pure: `m`, `sub.n`\n- cli: `cli`\n### `b/`\n- services: `s`\n"
+    )
+    rows = parse_package_map(text)
+    assert rows["a"].may_import == frozenset()
+    assert rows["b"].may_import == frozenset({"a"})
+    assert parse_layers(text) == {
+        "a": {"a.m": "pure", "a.sub.n": "pure", "a.cli": "cli"},
+        "b": {"b.s": "services"},
+    }
