@@ -20,8 +20,9 @@ import orjson
 
 from device_sim import manifest as manifest_io
 from device_sim.errors import ManifestError, SimConfigError, SimError
+from device_sim.fleet import run_fleet
 from device_sim.malformed import MALFORMED_KINDS, parse_kinds
-from device_sim.runner import Endpoints, RunOptions, run_fleet
+from device_sim.run_config import Endpoints, RunOptions
 from device_sim.spec import FleetSpec
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,121 @@
+"""The fleet over several worker processes: spawn them, relay their stats, gather their records.
+
+Devices are split round-robin. Each worker streams ``("stats", worker, snapshot)`` while it runs
+and ends with ``("result", worker, records, cpu_seconds)`` or ``("error", worker, text, 0.0)``.
+SIGINT/SIGTERM in this process set a shared flag the workers watch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import signal
+from dataclasses import asdict
+from typing import Any
+
+from device_sim.counters import Stats, merge_snapshots
+from device_sim.errors import SimError
+from device_sim.run_config import Endpoints, RunOptions
+from device_sim.spec import FleetSpec
+from device_sim.worker import StatsSink, StopFlag, cpu_seconds, run_worker
+
+QUEUE_POLL_S = 1.0
+JOIN_TIMEOUT_S = 10.0
+
+
+def run_processes(
+    spec: FleetSpec,
+    run_id: str,
+    endpoints: Endpoints,
+    options: RunOptions,
+    on_stats: StatsSink | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any], float, bool]:
+    """Run the fleet in worker processes: (records, merged stats, workers' CPU s, interrupted)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    stop_flag = ctx.Event()
+    n = min(options.processes, spec.devices)
+    procs = []
+    for w in range(n):
+        indices = list(range(w, spec.devices, n))
+        proc = ctx.Process(
+            target=_worker_process,
+            args=(w, spec, run_id, indices, endpoints, options, out, stop_flag),
+            name=f"iot-sim-worker-{w}",
+            daemon=True,
+        )
+        proc.start()
+        procs.append(proc)
+    latest: dict[int, dict[str, Any]] = {}
+    records: list[dict[str, Any]] = []
+    cpu = 0.0
+    done: set[int] = set()
+    errors: list[str] = []
+    interrupted = False
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        nonlocal interrupted
+        interrupted = True
+        stop_flag.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while len(done) < n:
+            try:
+                msg = out.get(timeout=QUEUE_POLL_S)
+            except queue.Empty:
+                dead = [i for i, p in enumerate(procs) if not p.is_alive() and i not in done]
+                for i in dead:
+                    # a worker that died without a result (killed): account it as failed
+                    if out.empty():
+                        errors.append(f"worker {i} exited with {procs[i].exitcode}")
+                        done.add(i)
+                continue
+            kind, worker = msg[0], msg[1]
+            if kind == "stats":
+                latest[worker] = msg[2]
+                if on_stats is not None:
+                    on_stats(merge_snapshots(list(latest.values())))
+            elif kind == "result":
+                records.extend(msg[2])
+                cpu += msg[3]
+                done.add(worker)
+            else:
+                errors.append(f"worker {worker}: {msg[2]}")
+                done.add(worker)
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for p in procs:
+            p.join(timeout=JOIN_TIMEOUT_S)
+    if errors:
+        raise SimError("simulator workers failed: " + "; ".join(errors))
+    return records, merge_snapshots(list(latest.values())), cpu, interrupted or stop_flag.is_set()
+
+
+def _worker_process(  # noqa: PLR0917 (a multiprocessing target takes positional args)
+    worker: int,
+    spec: FleetSpec,
+    run_id: str,
+    indices: list[int],
+    endpoints: Endpoints,
+    options: RunOptions,
+    out: Any,  # multiprocessing Queue
+    stop_flag: StopFlag,  # multiprocessing Event
+) -> None:
+    """Entry point of one worker process: run its devices, stream stats, send the records."""
+    try:
+        records, _ = run_worker(
+            spec,
+            run_id,
+            indices=indices,
+            endpoints=endpoints,
+            options=options,
+            stats=Stats(),
+            on_stats=lambda snap: out.put(("stats", worker, snap)),
+            stop_flag=stop_flag,
+        )
+        out.put(("result", worker, [asdict(r) for r in records], cpu_seconds()))
+    except BaseException as exc:
+        out.put(("error", worker, f"{type(exc).__name__}: {exc}", 0.0))
+        raise
