@@ -20,7 +20,7 @@ from device_sim.errors import SimError
 from device_sim.manifest_builder import build_manifest, new_run_id
 from device_sim.run_config import Endpoints, RunOptions
 from device_sim.spec import FleetSpec
-from device_sim.worker import StatsSink, cpu_seconds, run_worker
+from device_sim.worker import StatsSink, WorkerPlan, cpu_seconds, run_worker
 from device_sim.worker_pool import run_processes
 
 log = logging.getLogger(__name__)
@@ -78,15 +78,8 @@ def _run_inline(
     on_stats: StatsSink | None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
     stats = Stats()
-    records, interrupted = run_worker(
-        spec,
-        run_id,
-        indices=list(range(spec.devices)),
-        endpoints=endpoints,
-        options=options,
-        stats=stats,
-        on_stats=on_stats,
-    )
+    plan = WorkerPlan(spec, run_id, list(range(spec.devices)), endpoints, options)
+    records, interrupted = run_worker(plan, stats=stats, on_stats=on_stats)
     return [asdict(r) for r in records], stats.snapshot(), interrupted
 
 

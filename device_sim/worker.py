@@ -13,6 +13,7 @@ import logging
 import resource
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from device_sim.counters import DeviceRecord, Stats
@@ -35,31 +36,39 @@ class StopFlag(Protocol):
     def is_set(self) -> bool: ...
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """What one worker runs: devices ``indices`` of ``spec``, connecting to ``endpoints``."""
+
+    spec: FleetSpec
+    run_id: str
+    indices: list[int]
+    endpoints: Endpoints
+    options: RunOptions
+
+
 async def run_devices(
-    spec: FleetSpec,
-    run_id: str,
+    plan: WorkerPlan,
     *,
-    indices: list[int],
-    endpoints: Endpoints,
-    options: RunOptions,
     stats: Stats,
     stop: asyncio.Event,
     on_stats: StatsSink | None = None,
 ) -> list[DeviceRecord]:
-    """Run the devices ``indices`` on the current loop until their scripts end or ``stop``."""
+    """Run the plan's devices on the current loop until their scripts end or ``stop``."""
+    options = plan.options
     limiter = ConnectLimiter(options.connect_rate / max(1, options.processes))
-    gate = StartGate(len(indices)) if options.sync_start else None
+    gate = StartGate(len(plan.indices)) if options.sync_start else None
     devices = [
         SimDevice(
-            DeviceScript(spec, i, run_id),
-            endpoints=endpoints,
+            DeviceScript(plan.spec, i, plan.run_id),
+            endpoints=plan.endpoints,
             options=options,
             stats=stats,
             limiter=limiter,
             stop=stop,
             gate=gate,
         )
-        for i in indices
+        for i in plan.indices
     ]
     tasks = [asyncio.create_task(d.run()) for d in devices]
 
@@ -81,35 +90,22 @@ async def run_devices(
 
 
 def run_worker(
-    spec: FleetSpec,
-    run_id: str,
+    plan: WorkerPlan,
     *,
-    indices: list[int],
-    endpoints: Endpoints,
-    options: RunOptions,
     stats: Stats,
     on_stats: StatsSink | None,
     stop_flag: StopFlag | None = None,
 ) -> tuple[list[DeviceRecord], bool]:
-    """Run ``indices`` on a new event loop; returns the records and whether it was stopped."""
+    """Run the plan on a new event loop; returns the records and whether it was stopped."""
     quiet_gmqtt()
-    raise_fd_limit(len(indices) + FD_HEADROOM)
+    raise_fd_limit(len(plan.indices) + FD_HEADROOM)
 
     async def main() -> tuple[list[DeviceRecord], bool]:
         stop = asyncio.Event()
         _install_stop(asyncio.get_running_loop(), stop)
         watcher = None if stop_flag is None else asyncio.create_task(_watch(stop_flag, stop))
         try:
-            records = await run_devices(
-                spec,
-                run_id,
-                indices=indices,
-                endpoints=endpoints,
-                options=options,
-                stats=stats,
-                stop=stop,
-                on_stats=on_stats,
-            )
+            records = await run_devices(plan, stats=stats, stop=stop, on_stats=on_stats)
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -17,7 +17,7 @@ from device_sim.counters import Stats, merge_snapshots
 from device_sim.errors import SimError
 from device_sim.run_config import Endpoints, RunOptions
 from device_sim.spec import FleetSpec
-from device_sim.worker import StatsSink, StopFlag, cpu_seconds, run_worker
+from device_sim.worker import StatsSink, StopFlag, WorkerPlan, cpu_seconds, run_worker
 
 QUEUE_POLL_S = 1.0
 JOIN_TIMEOUT_S = 10.0
@@ -37,10 +37,10 @@ def run_processes(
     n = min(options.processes, spec.devices)
     procs = []
     for w in range(n):
-        indices = list(range(w, spec.devices, n))
+        plan = WorkerPlan(spec, run_id, list(range(w, spec.devices, n)), endpoints, options)
         proc = ctx.Process(
             target=_worker_process,
-            args=(w, spec, run_id, indices, endpoints, options, out, stop_flag),
+            args=(w, plan, out, stop_flag),
             name=f"iot-sim-worker-{w}",
             daemon=True,
         )
@@ -93,24 +93,16 @@ def run_processes(
     return records, merge_snapshots(list(latest.values())), cpu, interrupted or stop_flag.is_set()
 
 
-def _worker_process(  # noqa: PLR0917 (a multiprocessing target takes positional args)
+def _worker_process(
     worker: int,
-    spec: FleetSpec,
-    run_id: str,
-    indices: list[int],
-    endpoints: Endpoints,
-    options: RunOptions,
+    plan: WorkerPlan,
     out: Any,  # multiprocessing Queue
     stop_flag: StopFlag,  # multiprocessing Event
 ) -> None:
     """Entry point of one worker process: run its devices, stream stats, send the records."""
     try:
         records, _ = run_worker(
-            spec,
-            run_id,
-            indices=indices,
-            endpoints=endpoints,
-            options=options,
+            plan,
             stats=Stats(),
             on_stats=lambda snap: out.put(("stats", worker, snap)),
             stop_flag=stop_flag,

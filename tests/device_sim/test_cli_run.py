@@ -1,0 +1,44 @@
+"""iot-sim run's options: the FleetSpec and RunOptions they describe."""
+
+from __future__ import annotations
+
+from device_sim.cli import build_parser
+from device_sim.cli_options import from_args
+from device_sim.cli_run import DEFAULT_MAX_PAYLOAD, spec_from
+from device_sim.run_config import RunOptions
+from device_sim.spec import FleetSpec
+
+
+def test_spec_defaults_to_ten_seconds_and_the_bridge_payload_limit() -> None:
+    args = build_parser({}).parse_args(["run"])
+    spec = spec_from(args, {})
+    assert spec.duration_s == 10.0
+    assert spec.count is None
+    assert spec.oversize_bytes == DEFAULT_MAX_PAYLOAD + 1024
+    assert spec == FleetSpec(oversize_bytes=DEFAULT_MAX_PAYLOAD + 1024)
+
+
+def test_spec_takes_every_traffic_and_injection_option() -> None:
+    argv = ["run", "--devices", "3", "--count", "4", "--seed", "9", "--qos", "0", "--poisson"]
+    argv += ["--malformed-kinds", "oversized", "--anomaly-rate", "0.25", "--churn-rate", "0.5"]
+    argv += ["--silent-fraction", "0.5", "--reply-latency-ms", "5", "--device-prefix", "x"]
+    env = {"IOT_MAX_PAYLOAD_BYTES": "1000"}
+    spec = spec_from(build_parser(env).parse_args(argv), env)
+    assert (spec.devices, spec.count, spec.duration_s, spec.seed) == (3, 4, None, 9)
+    assert (spec.qos, spec.poisson, spec.device_prefix) == (0, True, "x")
+    assert spec.malformed_kinds == ("oversized",)
+    assert (spec.anomaly_rate, spec.churn_rate, spec.silent_fraction) == (0.25, 0.5, 0.5)
+    assert spec.reply_latency_ms == 5.0
+    assert spec.oversize_bytes == 2024
+
+
+def test_run_options_from_the_negated_flags() -> None:
+    args = build_parser({}).parse_args(
+        ["run", "--processes", "2", "--no-offsets", "--no-sync-start", "--drain-timeout-s", "3"]
+    )
+    options = from_args(
+        RunOptions, args, record_offsets=not args.no_offsets, sync_start=not args.no_sync_start
+    )
+    assert options == RunOptions(
+        processes=2, drain_timeout_s=3.0, record_offsets=False, sync_start=False
+    )
