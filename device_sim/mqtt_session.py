@@ -3,8 +3,8 @@
 The client id is the device id, with clean start off and a Last Will of ``offline`` retained on
 ``devices/{id}/status``. After each connect the device publishes a retained ``online`` and
 subscribes to its commands and its groups' broadcasts (in ``on_connect``, so reconnects renew
-them). QoS 1 acknowledgements are tracked per packet id (:class:`~device_sim.ack_tracker.
-AckTracker`), so the manifest knows exactly which seqs Mosquitto acknowledged.
+them). QoS 1 acknowledgements are tracked per packet id (see :mod:`device_sim.ack_tracker`),
+so the manifest knows exactly which seqs Mosquitto acknowledged.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import signal
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from device_sim.counters import Stats, merge_snapshots
@@ -46,51 +46,60 @@ def run_processes(
         )
         proc.start()
         procs.append(proc)
-    latest: dict[int, dict[str, Any]] = {}
-    records: list[dict[str, Any]] = []
-    cpu = 0.0
-    done: set[int] = set()
-    errors: list[str] = []
-    interrupted = False
+    gathered = _Gathered(on_stats)
 
     def on_signal(signum: int, _frame: Any) -> None:
-        nonlocal interrupted
-        interrupted = True
         stop_flag.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while len(done) < n:
+        while len(gathered.done) < n:
             try:
-                msg = out.get(timeout=QUEUE_POLL_S)
+                gathered.take(out.get(timeout=QUEUE_POLL_S))
             except queue.Empty:
-                dead = [i for i, p in enumerate(procs) if not p.is_alive() and i not in done]
-                for i in dead:
-                    # a worker that died without a result (killed): account it as failed
-                    if out.empty():
-                        errors.append(f"worker {i} exited with {procs[i].exitcode}")
-                        done.add(i)
-                continue
-            kind, worker = msg[0], msg[1]
-            if kind == "stats":
-                latest[worker] = msg[2]
-                if on_stats is not None:
-                    on_stats(merge_snapshots(list(latest.values())))
-            elif kind == "result":
-                records.extend(msg[2])
-                cpu += msg[3]
-                done.add(worker)
-            else:
-                errors.append(f"worker {worker}: {msg[2]}")
-                done.add(worker)
+                gathered.reap(procs, out)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
         for p in procs:
             p.join(timeout=JOIN_TIMEOUT_S)
-    if errors:
-        raise SimError("simulator workers failed: " + "; ".join(errors))
-    return records, merge_snapshots(list(latest.values())), cpu, interrupted or stop_flag.is_set()
+    if gathered.errors:
+        raise SimError("simulator workers failed: " + "; ".join(gathered.errors))
+    stats = merge_snapshots(list(gathered.latest.values()))
+    return gathered.records, stats, gathered.cpu, stop_flag.is_set()
+
+
+@dataclass
+class _Gathered:
+    """What the workers have sent so far."""
+
+    on_stats: StatsSink | None
+    latest: dict[int, dict[str, Any]] = field(default_factory=dict)  # stats, by worker
+    records: list[dict[str, Any]] = field(default_factory=list)
+    cpu: float = 0.0
+    done: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+    def take(self, msg: tuple[Any, ...]) -> None:
+        kind, worker = msg[0], msg[1]
+        if kind == "stats":
+            self.latest[worker] = msg[2]
+            if self.on_stats is not None:
+                self.on_stats(merge_snapshots(list(self.latest.values())))
+        elif kind == "result":
+            self.records.extend(msg[2])
+            self.cpu += msg[3]
+            self.done.add(worker)
+        else:
+            self.errors.append(f"worker {worker}: {msg[2]}")
+            self.done.add(worker)
+
+    def reap(self, procs: list[Any], out: Any) -> None:
+        """A worker that died without a result (killed): account it as failed."""
+        for i, proc in enumerate(procs):
+            if i not in self.done and not proc.is_alive() and out.empty():
+                self.errors.append(f"worker {i} exited with {proc.exitcode}")
+                self.done.add(i)
 
 
 def _worker_process(
