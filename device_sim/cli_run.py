@@ -9,6 +9,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -180,6 +181,7 @@ def spec_from(args: argparse.Namespace, env: Mapping[str, str]) -> FleetSpec:
 
 
 def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Run the fleet, print its totals; 1 when not one device could connect."""
     from device_sim.progress import ProgressView
 
     spec = spec_from(args, env)
@@ -201,22 +203,29 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             on_stats=view.update,
         )
     totals = doc["totals"]
-    if args.json:
-        sys.stdout.write(
-            orjson.dumps({"run_id": doc["run_id"], "manifest": str(path), **totals}).decode() + "\n"
-        )
-    else:
-        rate = totals.get("msgs_per_s")
-        sys.stdout.write(
-            f"run {doc['run_id']} {doc['status']}: {totals.get('telemetry_sent', 0):,} telemetry "
-            f"+ {totals.get('malformed_sent', 0):,} malformed from {spec.devices} devices, "
-            f"{'-' if rate is None else f'{rate:,.0f}'} msg/s, "
-            f"unacknowledged {totals.get('unacked', 0)}, errors {totals.get('publish_errors', 0)}, "
-            f"devices failed {totals.get('devices_failed', 0)}, CPU {totals.get('cpu_seconds')} s\n"
-            f"manifest {path}\nverify with: iot-sim verify {doc['run_id']}\n"
-        )
+    sys.stdout.write(_totals_json(doc, path) if args.json else _summary(doc, path, spec.devices))
     if totals.get("devices_failed", 0) == spec.devices:
         log.error("no device could run (is Mosquitto at %s:%s?)", args.mqtt_host, args.mqtt_port)
         sys.stderr.write(f"error: no device could connect to {args.mqtt_host}:{args.mqtt_port}\n")
         return 1
     return 0
+
+
+def _totals_json(doc: Mapping[str, Any], path: Path) -> str:
+    return (
+        orjson.dumps({"run_id": doc["run_id"], "manifest": str(path), **doc["totals"]}).decode()
+        + "\n"
+    )
+
+
+def _summary(doc: Mapping[str, Any], path: Path, devices: int) -> str:
+    totals = doc["totals"]
+    rate = totals.get("msgs_per_s")
+    return (
+        f"run {doc['run_id']} {doc['status']}: {totals.get('telemetry_sent', 0):,} telemetry "
+        f"+ {totals.get('malformed_sent', 0):,} malformed from {devices} devices, "
+        f"{'-' if rate is None else f'{rate:,.0f}'} msg/s, "
+        f"unacknowledged {totals.get('unacked', 0)}, errors {totals.get('publish_errors', 0)}, "
+        f"devices failed {totals.get('devices_failed', 0)}, CPU {totals.get('cpu_seconds')} s\n"
+        f"manifest {path}\nverify with: iot-sim verify {doc['run_id']}\n"
+    )

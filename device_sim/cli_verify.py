@@ -49,6 +49,7 @@ def add_verify_parser(sub: Any, env: Mapping[str, str]) -> None:
 
 
 def verify_command(args: argparse.Namespace) -> int:
+    """Verify the run, write its report; 0 when everything acknowledged arrived as expected."""
     from device_sim.verifier import summary, verify
 
     path = manifest_io.resolve(args.runs_dir, args.run)

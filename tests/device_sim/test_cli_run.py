@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import orjson
+
 from device_sim.cli import build_parser
 from device_sim.cli_options import from_args
-from device_sim.cli_run import DEFAULT_MAX_PAYLOAD, spec_from
+from device_sim.cli_run import DEFAULT_MAX_PAYLOAD, _summary, _totals_json, spec_from
 from device_sim.run_config import RunOptions
 from device_sim.spec import FleetSpec
 
@@ -42,3 +46,32 @@ def test_run_options_from_the_negated_flags() -> None:
     assert options == RunOptions(
         processes=2, drain_timeout_s=3.0, record_offsets=False, sync_start=False
     )
+
+
+def test_summary_and_json_lines() -> None:
+    doc = {
+        "run_id": "r-1",
+        "status": "complete",
+        "totals": {
+            "telemetry_sent": 12345,
+            "malformed_sent": 2,
+            "msgs_per_s": 4989.4,
+            "unacked": 0,
+            "publish_errors": 1,
+            "devices_failed": 0,
+            "cpu_seconds": 7.6,
+        },
+    }
+    path = Path("runs/r-1/manifest.json")
+    assert _summary(doc, path, 1000) == (
+        "run r-1 complete: 12,345 telemetry + 2 malformed from 1000 devices, 4,989 msg/s, "
+        "unacknowledged 0, errors 1, devices failed 0, CPU 7.6 s\n"
+        "manifest runs/r-1/manifest.json\nverify with: iot-sim verify r-1\n"
+    )
+    doc["totals"] = {"msgs_per_s": None}
+    assert "from 3 devices, - msg/s," in _summary(doc, path, 3)
+    assert orjson.loads(_totals_json(doc, path)) == {
+        "run_id": "r-1",
+        "manifest": "runs/r-1/manifest.json",
+        "msgs_per_s": None,
+    }
