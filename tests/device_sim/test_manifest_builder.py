@@ -1,63 +1,10 @@
-"""The runner's pure parts: ack tracking, stats merging, the manifest it builds."""
+"""The manifest a run builds: run ids, per-device records aggregated, totals."""
 
 from __future__ import annotations
 
-import asyncio
-
-from device_sim.runner import (
-    AckTracker,
-    ConnectLimiter,
-    Endpoints,
-    RunOptions,
-    build_manifest,
-    merge_snapshots,
-    new_run_id,
-)
+from device_sim.manifest_builder import build_manifest, new_run_id
+from device_sim.run_config import Endpoints, RunOptions
 from device_sim.spec import FleetSpec
-
-
-def test_ack_tracker_maps_packet_ids_to_tags() -> None:
-    acked: list[int] = []
-    tracker = AckTracker(acked.append)
-    tracker.tag = 7
-    tracker.push_message(1, b"p1")
-    tracker.tag = 8
-    tracker.push_message(2, b"p2")
-    tracker.tag = None
-    tracker.push_message(3, b"status")  # untagged (e.g. the status message)
-    assert tracker.pending == 2
-    tracker.remove_message_by_mid(2)
-    tracker.remove_message_by_mid(3)
-    tracker.remove_message_by_mid(99)  # unknown: ignored
-    assert acked == [8]
-    tracker.clear()  # the broker lost the session: mid 1 will never be acked
-    tracker.remove_message_by_mid(1)
-    assert acked == [8]
-    assert tracker.is_empty
-
-
-def test_merge_snapshots() -> None:
-    merged = merge_snapshots(
-        [
-            {"published": 3, "first_publish": 10.0, "last_publish": 20.0},
-            {"published": 4, "first_publish": 5.0, "last_publish": 15.0},
-            {"published": 1, "first_publish": None, "last_publish": None},
-        ]
-    )
-    assert merged == {"published": 8, "first_publish": 5.0, "last_publish": 20.0}
-
-
-def test_connect_limiter_spaces_attempts() -> None:
-    async def go() -> float:
-        limiter = ConnectLimiter(100.0)
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        for _ in range(11):
-            await limiter.acquire()
-        return loop.time() - start
-
-    elapsed = asyncio.run(go())
-    assert 0.09 <= elapsed < 0.5
 
 
 def test_run_id_shape() -> None:
