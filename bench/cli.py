@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.argtable import add_numbers
-from bench.suite import ALL_CONTENDERS, ROOT, SuiteOptions
+from bench.suite_options import ALL_CONTENDERS, ROOT, SuiteOptions
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,34 +22,15 @@ from bench.results import LIMIT, OURS, RunResult, find
 from bench.suite_options import (
     ALL_CONTENDERS,
     KAFKA_PERF,
-    LIMIT_QOS0,
     MQB,
     NAIVE,
     OURS_QOS0,
-    PUBLISHER,
-    ROOT,
     SuiteOptions,
     SuiteRun,
 )
 from bench.suite_runner import Runner
 from stack.config import StackConfig
 from stack.launcher import Stack
-
-__all__ = [
-    "ALL_CONTENDERS",
-    "KAFKA_PERF",
-    "LIMIT_QOS0",
-    "MQB",
-    "NAIVE",
-    "OURS_QOS0",
-    "PUBLISHER",
-    "ROOT",
-    "SuiteOptions",
-    "SuiteRun",
-    "keep_best",
-    "machine_info",
-    "run_suite",
-]
 
 log = logging.getLogger(__name__)
 

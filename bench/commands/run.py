@@ -17,16 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.commands import measure
 from bench.commands.cpu_window import CpuWindow, disturbance_note
 from bench.commands.errors import BenchError
-from bench.commands.measure import (
-    build_timeline,
-    half_of,
-    other_finals,
-    recorded_maximum,
-    round_trips_ms,
-    stage_breakdown,
-)
 from bench.commands.options import HALF
 from bench.commands.processes import Proc, start_command_path, start_sim
 from bench.commands.result import Result
@@ -140,9 +133,9 @@ def telemetry_condition(
     # benchmark's on a broker a minute old, so the higher of the two counts: the condition is
     # never eased by a cold start.
     measured, notes = measure_max(args, servers, monitor)
-    recorded = recorded_maximum(INGEST_RESULTS, args.telemetry_payload)
+    recorded = measure.recorded_maximum(INGEST_RESULTS, args.telemetry_payload)
     maximum = max(measured, recorded or 0.0)
-    rate = half_of(maximum)
+    rate = measure.half_of(maximum)
     say(
         f"bridge maximum {maximum:,.0f} msgs/s ({args.telemetry_payload} B, QoS 1; "
         f"measured now {measured:,.0f}, recorded by the ingest benchmark "
@@ -278,7 +271,7 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
 
         sent_at, finals = sender.sent_at, sender.finals
         last_final = max((t for _, t in finals.values()), default=send_end)
-        rtts = round_trips_ms(sent_at, finals)
+        rtts = measure.round_trips_ms(sent_at, finals)
         bridge_key = next(iter(window.cpu_s))
         return Result(
             started_at=started_at,
@@ -290,14 +283,14 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
             warmup_load_s=args.warmup_load,
             sent=len(sent_at),
             succeeded=len(rtts),
-            other_final=other_finals(finals),
+            other_final=measure.other_finals(finals),
             missing=len(sent_at) - len(finals),
             completed_per_s=len(finals) / max(1e-9, last_final - window.started_wall),
             rtt_ms_p50=percentile(rtts, 50),
             rtt_ms_p90=percentile(rtts, 90),
             rtt_ms_p99=percentile(rtts, 99),
             rtt_ms_max=rtts[-1] if rtts else None,
-            stages_ms=stage_breakdown(sent_at, sender.marks, finals),
+            stages_ms=measure.stage_breakdown(sent_at, sender.marks, finals),
             telemetry_mode=HALF if args.telemetry_rate is None else "fixed",
             telemetry_max_msgs_per_s=_round(condition.maximum),
             telemetry_max_measured=_round(condition.measured),
@@ -315,7 +308,7 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
             responder_counts=responder_counts,
             notes=notes,
             settings=dict(args.setting),
-            timeline=build_timeline(
+            timeline=measure.build_timeline(
                 sent_at,
                 finals,
                 monitor.published_between(window.t_start, window.t_end),
