@@ -209,6 +209,11 @@ def find(
 
 LIMIT = "mosquitto-limit"
 OURS = "iot-bridge-qos1"
+CHECK_COLUMNS = ("lost", "dup", "reordered")  # what reading the topic back found
+
+
+def _check_cells(r: RunResult) -> list[str]:
+    return [fmt_number(r.lost), fmt_number(r.duplicates), fmt_number(r.reordered)]
 
 
 def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> str:
@@ -225,9 +230,7 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
         "p99 ms (half load)",
         "CPU s / M msgs",
         "peak RSS MB",
-        "lost",
-        "dup",
-        "reordered",
+        *CHECK_COLUMNS,
     ]
     rows: list[list[str]] = []
     for name in contenders:
@@ -290,9 +293,7 @@ def scaling_table(results: Sequence[RunResult]) -> str:
         "msgs/s",
         "vs 1 process, 1,000 devices",
         "CPU s / M msgs",
-        "lost",
-        "dup",
-        "reordered",
+        *CHECK_COLUMNS,
     ]
     rows: list[list[str]] = []
     for r in runs:
@@ -305,9 +306,7 @@ def scaling_table(results: Sequence[RunResult]) -> str:
                 fmt_number(r.msgs_per_s) if r.error is None else "failed",
                 _fmt_ratio(ratio(r.msgs_per_s, base.msgs_per_s if base else None)),
                 fmt_number(r.cpu_s_per_million, 1),
-                fmt_number(r.lost),
-                fmt_number(r.duplicates),
-                fmt_number(r.reordered),
+                *_check_cells(r),
             ]
         )
     return "\n".join(md_table(head, rows))
@@ -360,9 +359,7 @@ def runs_table(results: Sequence[RunResult]) -> str:
                 fmt_number(r.broker_cpu_s, 1),
                 fmt_number(r.load_cpu_s, 1),
                 fmt_number(r.peak_rss_mb, 0),
-                fmt_number(r.lost),
-                fmt_number(r.duplicates),
-                fmt_number(r.reordered),
+                *_check_cells(r),
                 "; ".join(notes).replace("|", "/"),
             ]
         )
