@@ -48,7 +48,6 @@ def test_stage_breakdown_without_data_is_none() -> None:
 
 
 def test_timeline_rows_per_second_of_sending() -> None:
-
     sent_at = {"a": 100.0, "b": 100.5, "c": 101.2}
     finals = {"a": (State.SUCCEEDED, 100.02), "b": (State.SUCCEEDED, 100.9)}
     # monotonic samples 10 s behind the wall clock: (time, in Kafka, published)
