@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.argtable import add_numbers
+
 log = logging.getLogger("bench.analytics_rate")
 
 
@@ -246,10 +248,15 @@ def main(argv: list[str] | None = None) -> int:
         "--kafka-bootstrap", help="use this Kafka (default: a private one on free ports)"
     )
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    ap.add_argument("--records", type=int, default=60_000, help="capacity phase: backlog size")
-    ap.add_argument("--devices", type=int, default=100, help="simulated devices")
-    ap.add_argument("--live-rate", type=float, default=200.0, help="freshness phase: records/s")
-    ap.add_argument("--live-seconds", type=float, default=150.0, help="freshness phase: duration")
+    add_numbers(
+        ap,
+        [
+            ("--records", int, 60_000, "capacity phase: backlog size"),
+            ("--devices", int, 100, "simulated devices"),
+            ("--live-rate", float, 200.0, "freshness phase: records/s"),
+            ("--live-seconds", float, 150.0, "freshness phase: duration"),
+        ],
+    )
     ap.add_argument("--trigger", default="10 seconds", help="trigger interval (freshness phase)")
     ap.add_argument("--watermark", default="1 minute", help="watermark (freshness phase)")
     ap.add_argument("--skip-capacity", action="store_true", help="only the freshness phase")

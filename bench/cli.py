@@ -7,7 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from bench.suite import ALL_CONTENDERS, ROOT, SuiteOptions
+from bench.argtable import add_numbers
+from bench.suite_options import ALL_CONTENDERS, ROOT, SuiteOptions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,13 +27,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="short runs (3 s each, 1 KiB only, no 10,000-device run): a smoke test, ~3 min",
     )
-    run.add_argument("--duration", type=float, help="seconds of load per run (default 10)")
-    run.add_argument("--devices", type=int, default=1000, help="devices in the load (1000)")
-    run.add_argument(
-        "--many-devices",
-        type=int,
-        default=None,
-        help="devices of the scaling run (10000; --quick: none unless given)",
+    add_numbers(
+        run,
+        [
+            ("--duration", float, None, "seconds of load per run (default 10)"),
+            ("--devices", int, 1000, "devices in the load (1000)"),
+            (
+                "--many-devices",
+                int,
+                None,
+                "devices of the scaling run (10000; --quick: none unless given)",
+            ),
+        ],
     )
     run.add_argument(
         "--payloads",
@@ -44,19 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(ALL_CONTENDERS),
         help=f"comma-separated subset of: {', '.join(ALL_CONTENDERS)}",
     )
-    run.add_argument("--publisher-processes", type=int, default=2, help="publisher processes (2)")
-    run.add_argument(
-        "--window",
-        type=int,
-        default=20_000,
-        help="most messages published but not yet delivered (bounds Mosquitto's backlog)",
-    )
-    run.add_argument(
-        "--repeat",
-        type=int,
-        default=None,
-        help="throughput runs per contender and payload, interleaved; the best counts "
-        "(default 2; --quick: 1)",
+    add_numbers(
+        run,
+        [
+            ("--publisher-processes", int, 2, "publisher processes (2)"),
+            (
+                "--window",
+                int,
+                20_000,
+                "most messages published but not yet delivered (bounds Mosquitto's backlog)",
+            ),
+            (
+                "--repeat",
+                int,
+                None,
+                "throughput runs per contender and payload, interleaved; the best counts "
+                "(default 2; --quick: 1)",
+            ),
+        ],
     )
     run.add_argument(
         "--bridge-setting",

@@ -16,6 +16,7 @@ from bench.results import (
     scaling_table,
     throughput_table,
 )
+from bench.suite_options import SuiteOptions, SuiteRun
 
 
 def to_json(run: Any) -> dict[str, Any]:
@@ -107,10 +108,8 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
     return lines
 
 
-def from_json(data: dict[str, Any]) -> Any:
+def from_json(data: dict[str, Any]) -> SuiteRun:
     """A suite run read back from its JSON (to re-render the table and plot)."""
-    from bench.suite import SuiteOptions, SuiteRun
-
     opts = dict(data["options"])
     for key in ("out_dir", "data_dir"):
         if opts.get(key) is not None:

@@ -161,16 +161,28 @@ def cpu_per_million(cpu_s: float | None, messages: int | None) -> float | None:
     return cpu_s / messages * 1_000_000
 
 
-def _fmt(value: float | int | None, digits: int = 0) -> str:
+def fmt_number(value: object, digits: int = 0) -> str:
+    """A table cell: "-" for unknown, thousands separators, ``digits`` decimals for floats."""
     if value is None:
         return "-"
     if isinstance(value, int):
         return f"{value:,}"
-    return f"{value:,.{digits}f}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
 
 
 def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def md_row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def md_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines: the head, the separator, one line per row."""
+    return [md_row(head), "|" + "---|" * len(head), *(md_row(row) for row in rows)]
 
 
 def find(
@@ -197,6 +209,11 @@ def find(
 
 LIMIT = "mosquitto-limit"
 OURS = "iot-bridge-qos1"
+CHECK_COLUMNS = ("lost", "dup", "reordered")  # what reading the topic back found
+
+
+def _check_cells(r: RunResult) -> list[str]:
+    return [fmt_number(r.lost), fmt_number(r.duplicates), fmt_number(r.reordered)]
 
 
 def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> str:
@@ -213,11 +230,9 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
         "p99 ms (half load)",
         "CPU s / M msgs",
         "peak RSS MB",
-        "lost",
-        "dup",
-        "reordered",
+        *CHECK_COLUMNS,
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows: list[list[str]] = []
     for name in contenders:
         row = [name]
         cpu_values: list[float] = []
@@ -232,7 +247,7 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
             ours = find(results, OURS, "throughput", p)
             rate = r.msgs_per_s if r else None
             row += [
-                _fmt(rate) if r is None or r.error is None else "failed",
+                fmt_number(rate) if r is None or r.error is None else "failed",
                 _fmt_ratio(ratio(rate, limit.msgs_per_s if limit else None)),
                 _fmt_ratio(ratio(rate, ours.msgs_per_s if ours else None)),
             ]
@@ -248,50 +263,53 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
                     reord += r.reordered or 0
         lat = find(results, name, "latency")
         row += [
-            _fmt(lat.latency_p50_ms, 1) if lat else "-",
-            _fmt(lat.latency_p99_ms, 1) if lat else "-",
-            _fmt(max(cpu_values), 1) if cpu_values else "-",
-            _fmt(max(rss_values), 0) if rss_values else "-",
+            fmt_number(lat.latency_p50_ms, 1) if lat else "-",
+            fmt_number(lat.latency_p99_ms, 1) if lat else "-",
+            fmt_number(max(cpu_values), 1) if cpu_values else "-",
+            fmt_number(max(rss_values), 0) if rss_values else "-",
         ]
         if lat is not None and lat.lost is not None:
             known_checks = True
             lost += lat.lost
             dup += lat.duplicates or 0
             reord += lat.reordered or 0
-        row += [_fmt(lost), _fmt(dup), _fmt(reord)] if known_checks else ["-", "-", "-"]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        row += (
+            [fmt_number(lost), fmt_number(dup), fmt_number(reord)]
+            if known_checks
+            else ["-", "-", "-"]
+        )
+        rows.append(row)
+    return "\n".join(md_table(head, rows))
 
 
 def scaling_table(results: Sequence[RunResult]) -> str:
     """Markdown: our bridge's throughput by processes and devices, ratio to the 1-process run."""
-    rows = [r for r in results if r.contender == OURS and r.scenario in ("throughput", "scaling")]
-    rows.sort(key=lambda r: (r.payload_bytes, r.devices, r.processes))
-    lines = [
-        "| payload B | devices | bridge processes | msgs/s | vs 1 process, 1,000 devices |"
-        " CPU s / M msgs | lost | dup | reordered |",
-        "|---|---|---|---|---|---|---|---|---|",
+    runs = [r for r in results if r.contender == OURS and r.scenario in ("throughput", "scaling")]
+    runs.sort(key=lambda r: (r.payload_bytes, r.devices, r.processes))
+    head = [
+        "payload B",
+        "devices",
+        "bridge processes",
+        "msgs/s",
+        "vs 1 process, 1,000 devices",
+        "CPU s / M msgs",
+        *CHECK_COLUMNS,
     ]
-    for r in rows:
+    rows: list[list[str]] = []
+    for r in runs:
         base = find(results, OURS, "throughput", r.payload_bytes)
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    str(r.payload_bytes),
-                    f"{r.devices:,}",
-                    str(r.processes),
-                    _fmt(r.msgs_per_s) if r.error is None else "failed",
-                    _fmt_ratio(ratio(r.msgs_per_s, base.msgs_per_s if base else None)),
-                    _fmt(r.cpu_s_per_million, 1),
-                    _fmt(r.lost),
-                    _fmt(r.duplicates),
-                    _fmt(r.reordered),
-                ]
-            )
-            + " |"
+        rows.append(
+            [
+                str(r.payload_bytes),
+                f"{r.devices:,}",
+                str(r.processes),
+                fmt_number(r.msgs_per_s) if r.error is None else "failed",
+                _fmt_ratio(ratio(r.msgs_per_s, base.msgs_per_s if base else None)),
+                fmt_number(r.cpu_s_per_million, 1),
+                *_check_cells(r),
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(md_table(head, rows))
 
 
 def runs_table(results: Sequence[RunResult]) -> str:
@@ -318,37 +336,31 @@ def runs_table(results: Sequence[RunResult]) -> str:
         "reord",
         "notes",
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows: list[list[str]] = []
     for r in results:
         notes = list(r.notes)
         if r.error:
             notes.insert(0, f"error: {r.error}")
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    r.scenario,
-                    r.contender,
-                    str(r.payload_bytes),
-                    f"{r.devices:,}",
-                    str(r.qos),
-                    str(r.processes),
-                    _fmt(r.offered_rate),
-                    _fmt(r.published),
-                    _fmt(r.delivered),
-                    _fmt(r.msgs_per_s),
-                    _fmt(r.latency_p50_ms, 1),
-                    _fmt(r.latency_p99_ms, 1),
-                    _fmt(r.cpu_s, 1),
-                    _fmt(r.broker_cpu_s, 1),
-                    _fmt(r.load_cpu_s, 1),
-                    _fmt(r.peak_rss_mb, 0),
-                    _fmt(r.lost),
-                    _fmt(r.duplicates),
-                    _fmt(r.reordered),
-                    "; ".join(notes).replace("|", "/"),
-                ]
-            )
-            + " |"
+        rows.append(
+            [
+                r.scenario,
+                r.contender,
+                str(r.payload_bytes),
+                f"{r.devices:,}",
+                str(r.qos),
+                str(r.processes),
+                fmt_number(r.offered_rate),
+                fmt_number(r.published),
+                fmt_number(r.delivered),
+                fmt_number(r.msgs_per_s),
+                fmt_number(r.latency_p50_ms, 1),
+                fmt_number(r.latency_p99_ms, 1),
+                fmt_number(r.cpu_s, 1),
+                fmt_number(r.broker_cpu_s, 1),
+                fmt_number(r.load_cpu_s, 1),
+                fmt_number(r.peak_rss_mb, 0),
+                *_check_cells(r),
+                "; ".join(notes).replace("|", "/"),
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(md_table(head, rows))

@@ -8,7 +8,7 @@ from pathlib import Path
 from bench.cli import main
 from bench.report import from_json, to_json, write_all
 from bench.results import LIMIT, OURS, RunResult
-from bench.suite import SuiteOptions, SuiteRun
+from bench.suite_options import SuiteOptions, SuiteRun
 
 
 def _run() -> SuiteRun:

@@ -1,0 +1,55 @@
+"""The ingest suite's contenders, what a suite run is asked to do, and what one run holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.results import LIMIT, OURS, RunResult
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_QOS0 = LIMIT + "-qos0"
+PUBLISHER = "publisher-only"
+OURS_QOS0 = "iot-bridge-qos0"
+NAIVE = "naive-bridge"
+MQB = "mq-bridge"
+KAFKA_PERF = "kafka-producer-perf"
+ALL_CONTENDERS = (PUBLISHER, LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB)
+
+
+def qos_of(contender: str) -> int:
+    """The MQTT QoS a contender's load is published with."""
+    return 0 if contender in (LIMIT_QOS0, OURS_QOS0) else 1
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    quick: bool = False
+    duration_s: float = 10.0
+    devices: int = 1000
+    many_devices: int = 10_000
+    payloads: tuple[int, ...] = (1024, 200)
+    publisher_processes: int = 2
+    window: int = 20_000
+    partitions: int = 12
+    contenders: tuple[str, ...] = ALL_CONTENDERS
+    latency: bool = True
+    scaling: bool = True
+    bridge_processes: tuple[int, ...] = (2, 4)
+    repeats: int = 2  # throughput runs per contender and payload, interleaved; best one counts
+    bridge_settings: tuple[tuple[str, str], ...] = ()  # BridgeConfig overrides for iot-bridge
+    mq_bridge_args: tuple[str, ...] = ()  # extra bench.mqbridge_route arguments
+    out_dir: Path = ROOT / "bench" / "results"
+    data_dir: Path | None = None
+
+
+@dataclass
+class SuiteRun:
+    options: SuiteOptions
+    machine: dict[str, Any]
+    results: list[RunResult] = field(default_factory=list)
+    started_at: str = ""
+    finished_at: str = ""
+    wall_s: float = 0.0
+    curves: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
