@@ -7,7 +7,8 @@ Where commands are found:
 - ``synopsis``: a usage line (a console script followed by ``[--option ...]``, ``A|B`` or
   ``...``) in an untagged block or an inline code span;
 - ``inline``: an inline code span that is a whole command line of ours with at least one
-  ``--option`` (a span naming a program or a subcommand alone is a reference, not an example).
+  ``--option``, or a ``make`` line (a span naming a program or a subcommand alone is a
+  reference, not an example).
 
 A leading ``.venv/bin/`` (or any folder) of a program is dropped: ``.venv/bin/iot-sim`` is
 ``iot-sim``.
@@ -140,7 +141,7 @@ def examples(path: Path) -> list[Example]:
         if _is_synopsis(span):
             if argv[0] in SCRIPTS:
                 found.append(Example(rel, no, argv, "synopsis"))
-        elif any(a.startswith("--") for a in argv):
+        elif argv[0] == "make" or any(a.startswith("--") for a in argv):
             found.append(example)
     return sorted(found, key=lambda e: e.line)
 
