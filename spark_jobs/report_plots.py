@@ -2,13 +2,15 @@
 
 Time axes span the minutes the data covers (``start`` .. ``end``), not the requested range:
 a one-minute run is drawn over that minute. Each per-minute value is drawn as a step across
-its minute, so a single minute is a visible segment, not a lone point on empty axes.
+its minute, so a single minute is a visible segment, not a lone point on empty axes, and a
+minute without data shows as such (0 messages, a gap in a percentile).
 Figures are built without pyplot (no global state, no GUI backend).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +40,39 @@ def _time_axes(start: dt.datetime, end: dt.datetime, title: str) -> tuple[Figure
     return fig, ax
 
 
-def _per_minute(ax: Any, fleet: Any, column: str, end: dt.datetime, label: str) -> None:
-    """One step per minute, from the minute's start to the next minute (the last to ``end``)."""
-    x = [naive_utc(t) for t in fleet["window_start"]]
-    y = [float(v) for v in fleet[column]]
-    if not x:
+def _per_minute(
+    ax: Any,
+    fleet: Any,
+    column: str,
+    span: tuple[dt.datetime, dt.datetime],
+    *,
+    label: str,
+    fill: float,
+) -> None:
+    """One step per minute of the span, from the minute's start to the next one. A minute
+    without a fleet_minute row is ``fill``: 0 for counts (nothing arrived), NaN for statistics
+    (a gap in the line), never the previous minute's value carried over."""
+    import pandas as pd
+
+    if not len(fleet):
         return
-    ax.step([*x, naive_utc(end)], [*y, y[-1]], where="post", label=label)
+    start, end = naive_utc(span[0]), naive_utc(span[1])
+    minutes = pd.date_range(start, end, freq="min", inclusive="left")
+    index = pd.to_datetime(fleet["window_start"], utc=True).dt.tz_localize(None)  # naive UTC
+    values = fleet.set_index(index)[column].astype(float)
+    y = [float(v) for v in values.reindex(minutes, fill_value=fill)]
+    x = [t.to_pydatetime() for t in minutes]
+    ax.step([*x, end], [*y, y[-1]], where="post", label=label)
 
 
 def fleet_traffic(fleet: Any, start: dt.datetime, end: dt.datetime) -> Figure:
     fig, ax = _time_axes(start, end, "Fleet traffic per minute")
-    _per_minute(ax, fleet, "messages", end, "messages / minute")
-    _per_minute(ax, fleet, "late_messages", end, "late")
-    _per_minute(ax, fleet, "active_devices", end, "active devices")
+    for column, label in [
+        ("messages", "messages / minute"),
+        ("late_messages", "late"),
+        ("active_devices", "active devices"),
+    ]:
+        _per_minute(ax, fleet, column, (start, end), label=label, fill=0.0)
     ax.set_ylim(bottom=0)
     _finish(ax, fleet)
     return fig
@@ -59,8 +80,8 @@ def fleet_traffic(fleet: Any, start: dt.datetime, end: dt.datetime) -> Figure:
 
 def fleet_percentiles(fleet: Any, start: dt.datetime, end: dt.datetime, metric: str) -> Figure:
     fig, ax = _time_axes(start, end, f"Fleet {metric} per minute")
-    _per_minute(ax, fleet, f"{metric}_p50", end, "p50")
-    _per_minute(ax, fleet, f"{metric}_p95", end, "p95")
+    for q in ("p50", "p95"):
+        _per_minute(ax, fleet, f"{metric}_{q}", (start, end), label=q, fill=math.nan)
     _finish(ax, fleet)
     return fig
 

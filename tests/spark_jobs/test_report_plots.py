@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,12 @@ def test_axes_span_the_data_minutes() -> None:
         report_plots.fleet_percentiles(fleet, start, end, "t"),
     ):
         assert _xlim(fig) == [start, end]
+    # minutes 3 and 4 have no row: 0 messages (not minute 2's value carried on), no p95
+    x, messages = _series(report_plots.fleet_traffic(fleet, start, end), "messages / minute")
+    assert x == [T0 + dt.timedelta(minutes=m) for m in range(7)]
+    assert messages == [120.0, 121.0, 122.0, 0.0, 0.0, 125.0, 125.0]
     p95 = _series(report_plots.fleet_percentiles(fleet, start, end, "t"), "p95")[1]
-    assert p95 == [25.0, 26.0, 27.0, 30.0, 30.0]
+    assert [None if math.isnan(v) else v for v in p95] == [25.0, 26.0, 27.0, None, None, 30.0, 30.0]
 
 
 def test_no_fleet_rows_still_spans_the_range() -> None:
