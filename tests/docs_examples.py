@@ -209,12 +209,16 @@ def parse(argv: Sequence[str]) -> ParseResult:
     return ParseResult(None, code, output)
 
 
+def entry_point(script: str) -> Any:
+    """The function a console script runs, as pyproject.toml names it."""
+    module, func = SCRIPTS[script].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
 def _invoke(argv: list[str]) -> object:
     program, *args = argv
     if program in SCRIPTS:
-        module, func = SCRIPTS[program].split(":")
-        main: Any = getattr(importlib.import_module(module), func)
-        return main(args)
+        return entry_point(program)(args)
     if re.fullmatch(r"python3?", program) and args[:1] == ["-m"] and len(args) > 1:
         sys.argv = [args[1], *args[2:]]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)

@@ -28,7 +28,15 @@ import pytest
 
 from tests.bridge.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
 from tests.bridge.commands.harness import Device, unique, wait_for
-from tests.docs_examples import SCRIPTS, Example, Makefile, all_examples, help_text, parse
+from tests.docs_examples import (
+    SCRIPTS,
+    Example,
+    Makefile,
+    all_examples,
+    entry_point,
+    help_text,
+    parse,
+)
 from tests.spark_jobs.conftest import spark, spark_config  # noqa: F401
 
 EXAMPLES = all_examples()
@@ -219,7 +227,7 @@ def test_stack_status_runs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from stack.cli import main
+    main = entry_point("iot-stack")
 
     data_dir = None
     for found in tmp_path_factory.getbasetemp().glob("*/stack.json"):
@@ -248,7 +256,7 @@ def test_cmd_send_runs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from bridge.commands.cli import main
+    main = entry_point("iot-cmd")
 
     cfg = command_env.config
     _clean_iot_env(monkeypatch)
@@ -353,7 +361,7 @@ def test_analytics_commands_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """As a new user would, in a folder whose var/ holds the tables (default settings)."""
-    from spark_jobs.cli import main
+    main = entry_point("iot-analytics")
 
     _clean_iot_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
