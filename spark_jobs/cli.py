@@ -15,8 +15,10 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import threading
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +63,54 @@ def _setup_logging(verbose: bool) -> None:
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
 
 
+# Options whose value may start with "-": a relative time (`--since -2h`).
+RELATIVE_VALUE_OPTIONS = frozenset({"--since", "--until"})
+_NEGATIVE_VALUE = re.compile(r"-\.?\d")
+
+
+def attach_negative_values(argv: Sequence[str], options: Collection[str]) -> list[str]:
+    """``[--since, -2h]`` -> ``[--since=-2h]`` for the given options.
+
+    argparse reads a token that starts with "-" and is not a plain negative number as an
+    option, so ``--since -2h`` failed with "expected one argument". Attached with "=" it is
+    the option's value; the value's own check (``report.parse_time``) then judges it.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":  # the rest is positional
+            out.extend(argv[i:])
+            break
+        if arg in options and i + 1 < len(argv) and _NEGATIVE_VALUE.match(argv[i + 1]):
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that accepts ``--since -2h`` (see :func:`attach_negative_values`)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = sys.argv[1:] if args is None else args
+        return super().parse_known_args(
+            attach_negative_values(argv, RELATIVE_VALUE_OPTIONS), namespace
+        )
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="iot-analytics",
         description="Fleet analytics on Spark: streaming tables from Kafka, SQL, reports. "
         "Every setting also reads an IOT_* environment variable (docs/analytics.md).",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--warehouse-dir", type=Path, help="table folder (env IOT_WAREHOUSE_DIR)")
     common.add_argument("--master", help="Spark master URL (env IOT_SPARK_MASTER)")
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")

@@ -1,7 +1,8 @@
 """The batch fleet report (``iot-analytics report``): uptime, loss, duplicates, noise, anomalies.
 
-Extract (the warehouse tables over a time range) -> pure transforms (:func:`device_summary`,
-:func:`anomaly_counts`) -> load (PNG plots with matplotlib and a Markdown or HTML summary).
+Extract (the warehouse tables over a time range, :func:`compute_report`) -> pure transforms
+(:func:`device_summary`, :func:`anomaly_counts`) -> load (:func:`write_files`: PNG plots from
+``report_plots`` and a Markdown or HTML summary).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import schemas, tables
+from spark_jobs import report_plots, schemas, tables
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.errors import AnalyticsError, TableMissingError
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,8 @@ def in_range(df: DataFrame, column: str, rng: ReportRange) -> DataFrame:
 def device_summary(device_minute: DataFrame, range_minutes: int, noise_metric: str) -> DataFrame:
     """Per device over the range: uptime, loss and duplicate rates, noise.
 
-    - ``uptime``: minutes with at least one message / minutes in the range;
+    - ``uptime``: minutes with at least one message / ``range_minutes`` (the report passes
+      the minutes its data covers, :class:`DataSpan`);
     - ``loss_rate``: seq values between the device's lowest and highest seq that never
       arrived (across minutes, so gaps at minute boundaries count) / that span;
     - ``duplicate_rate``: duplicate records / records received;
@@ -106,21 +109,70 @@ def anomaly_counts(anomalies: DataFrame) -> DataFrame:
     )
 
 
+# --- extract ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DataSpan:
+    """The minutes a report measures: the requested range clipped to the data, i.e. from the
+    first minute with data from any device to the end of the last one. Uptime is measured over
+    these minutes and the plots' time axes span them, so a short run is judged on its own
+    minutes, not on the empty rest of the range."""
+
+    start: dt.datetime
+    end: dt.datetime
+
+    @property
+    def minutes(self) -> int:
+        return max(1, int((self.end - self.start).total_seconds() // 60))
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """What the report shows, computed; :func:`write_files` renders it."""
+
+    requested: ReportRange
+    span: DataSpan
+    devices: Any  # pandas: one row per device (device_summary + anomaly counts)
+    fleet: Any  # pandas: fleet_minute rows of the span, by minute
+    noise_metric: str
+
+
+def compute_report(
+    spark: SparkSession, cfg: AnalyticsConfig, rng: ReportRange, *, noise_metric: str
+) -> FleetReport:
+    """Read the tables over ``rng`` and compute the per-device summary and fleet series."""
+    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
+
+    wh = cfg.warehouse_dir
+    dm = in_range(tables.read_table(spark, wh, schemas.DEVICE_MINUTE), "window_start", rng)
+    fm = in_range(tables.read_table(spark, wh, schemas.FLEET_MINUTE), "window_start", rng)
+    try:
+        an = in_range(tables.read_table(spark, wh, schemas.ANOMALIES), "event_time", rng)
+    except TableMissingError:
+        an = None
+    if f"{noise_metric}_std" not in dm.columns:
+        metrics = sorted(c[: -len("_std")] for c in dm.columns if c.endswith("_std"))
+        raise AnalyticsError(f"no metric {noise_metric!r} in device_minute (has: {metrics})")
+    bounds = dm.agg(F.min("window_start").alias("a"), F.max("window_end").alias("b")).first()
+    if bounds is None or bounds["a"] is None:
+        raise AnalyticsError(f"no device_minute rows in {rng.describe()}")
+    # minutes are selected by their start, so the data's bounds already lie inside the range
+    span = DataSpan(bounds["a"].replace(tzinfo=dt.UTC), bounds["b"].replace(tzinfo=dt.UTC))
+
+    summary = device_summary(dm, span.minutes, noise_metric)
+    if an is not None:
+        summary = summary.join(anomaly_counts(an), "device_id", "left")
+    else:
+        summary = summary.withColumn("anomalies", F.lit(0)).withColumn(
+            "top_metric", F.lit(None).cast("string")
+        )
+    devices = summary.fillna({"anomalies": 0}).orderBy("device_id").toPandas()
+    fleet = fm.orderBy("window_start").toPandas()
+    return FleetReport(rng, span, devices, fleet, noise_metric)
+
+
 # --- load ------------------------------------------------------------------------------------
-
-
-def _plot(path: Path, draw: Any) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    draw(ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def _table_md(rows: list[dict[str, Any]], cols: list[str]) -> str:
@@ -148,81 +200,36 @@ def write_report(
     noise_metric: str = "temperature",
 ) -> Path:
     """Compute the report and write it (plus PNGs) into ``out_dir``; returns the summary path."""
-    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
+    report = compute_report(spark, cfg, rng, noise_metric=noise_metric)
+    return write_files(report, out_dir, fmt=fmt, top=top)
 
-    wh = cfg.warehouse_dir
-    dm = in_range(tables.read_table(spark, wh, schemas.DEVICE_MINUTE), "window_start", rng)
-    fm = in_range(tables.read_table(spark, wh, schemas.FLEET_MINUTE), "window_start", rng)
-    try:
-        an = in_range(tables.read_table(spark, wh, schemas.ANOMALIES), "event_time", rng)
-    except TableMissingError:
-        an = None
-    if f"{noise_metric}_std" not in dm.columns:
-        metrics = sorted(c[: -len("_std")] for c in dm.columns if c.endswith("_std"))
-        raise AnalyticsError(f"no metric {noise_metric!r} in device_minute (has: {metrics})")
-    bounds = dm.agg(F.min("window_start").alias("a"), F.max("window_end").alias("b")).first()
-    if bounds is None or bounds["a"] is None:
-        raise AnalyticsError(f"no device_minute rows in {rng.describe()}")
-    start = rng.since or bounds["a"].replace(tzinfo=dt.UTC)
-    end = rng.until or bounds["b"].replace(tzinfo=dt.UTC)
-    range_minutes = max(1, int((end - start).total_seconds() // 60))
 
-    summary = device_summary(dm, range_minutes, noise_metric)
-    if an is not None:
-        summary = summary.join(anomaly_counts(an), "device_id", "left")
-    else:
-        summary = summary.withColumn("anomalies", F.lit(0)).withColumn(
-            "top_metric", F.lit(None).cast("string")
-        )
-    devices: Any = summary.fillna({"anomalies": 0}).orderBy("device_id").toPandas()
-    fleet: Any = fm.orderBy("window_start").toPandas()
+def _most_anomalous(devices: Any, top: int) -> Any:
+    ranked = devices.sort_values(["anomalies", "device_id"], ascending=[False, True]).head(top)
+    return ranked[ranked["anomalies"] > 0]
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plots = [
-        _plot(
-            out_dir / "fleet_messages.png",
-            lambda ax: (
-                ax.plot(fleet["window_start"], fleet["messages"], label="messages / minute"),
-                ax.plot(fleet["window_start"], fleet["late_messages"], label="late"),
-                ax.plot(fleet["window_start"], fleet["active_devices"], label="active devices"),
-                ax.legend(),
-                ax.set_title("Fleet traffic per minute"),
-            ),
-        ),
-        _plot(
-            out_dir / "fleet_percentiles.png",
-            lambda ax: (
-                ax.plot(fleet["window_start"], fleet[f"{noise_metric}_p50"], label="p50"),
-                ax.plot(fleet["window_start"], fleet[f"{noise_metric}_p95"], label="p95"),
-                ax.legend(),
-                ax.set_title(f"Fleet {noise_metric} per minute"),
-            ),
-        ),
-        _plot(
-            out_dir / "uptime.png",
-            lambda ax: (
-                ax.hist(devices["uptime"].clip(upper=1.0), bins=20),
-                ax.set_xlabel("uptime (fraction of minutes with data)"),
-                ax.set_ylabel("devices"),
-                ax.set_title("Uptime per device"),
-            ),
-        ),
+
+def figures(report: FleetReport, top: int) -> list[tuple[str, Figure]]:
+    """The report's plots by file stem; time axes span ``report.span``."""
+    fleet, span, metric = report.fleet, report.span, report.noise_metric
+    return [
+        ("fleet_messages", report_plots.fleet_traffic(fleet, span.start, span.end)),
+        ("fleet_percentiles", report_plots.fleet_percentiles(fleet, span.start, span.end, metric)),
+        ("uptime", report_plots.uptime_histogram(report.devices)),
+        ("anomalies", report_plots.top_anomalies(_most_anomalous(report.devices, top), top)),
     ]
-    anomalous = devices.sort_values(["anomalies", "device_id"], ascending=[False, True]).head(top)
-    anomalous = anomalous[anomalous["anomalies"] > 0]
-    plots.append(
-        _plot(
-            out_dir / "anomalies.png",
-            lambda ax: (
-                ax.barh(anomalous["device_id"][::-1], anomalous["anomalies"][::-1]),
-                ax.set_title(f"Most anomalous devices (top {top})"),
-            ),
-        )
-    )
+
+
+def write_files(report: FleetReport, out_dir: Path, *, fmt: str = "md", top: int = 10) -> Path:
+    """The summary (Markdown or HTML), the PNG plots and devices.csv; returns the summary path."""
+    devices, span, metric = report.devices, report.span, report.noise_metric
+    out_dir.mkdir(parents=True, exist_ok=True)
+    anomalous = _most_anomalous(devices, top)
+    plots = [report_plots.save(fig, out_dir / f"{name}.png") for name, fig in figures(report, top)]
     noisiest = devices.sort_values(["noise", "device_id"], ascending=[False, True]).head(top)
     totals = {
         "devices": len(devices),
-        "minutes in range": range_minutes,
+        "minutes in range": span.minutes,
         "messages": int(devices["messages"].sum()),
         "duplicates": int(devices["duplicates"].sum()),
         "lost (seq gaps)": int(devices["lost"].sum()),
@@ -232,7 +239,7 @@ def write_report(
     cols = ["device_id", "uptime", "messages", "loss_rate", "duplicate_rate", "noise", "anomalies"]
     sections = [
         ("Totals", [totals], list(totals)),
-        (f"Noisiest devices ({noise_metric}, mean within-minute std)", _rows(noisiest), cols),
+        (f"Noisiest devices ({metric}, mean within-minute std)", _rows(noisiest), cols),
         ("Most anomalous devices", _rows(anomalous), [*cols, "top_metric"]),
         (
             "Lowest uptime",
@@ -247,13 +254,18 @@ def write_report(
             cols,
         ),
     ]
-    title = f"Fleet report {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC"
+    title = f"Fleet report {span.start:%Y-%m-%d %H:%M} .. {span.end:%Y-%m-%d %H:%M} UTC"
+    note = (
+        f"Requested range: {report.requested.describe()}. Data from {span.start:%Y-%m-%d %H:%M}"
+        f" to {span.end:%Y-%m-%d %H:%M} UTC ({span.minutes} minutes): uptime is the share of"
+        " these minutes in which the device sent data."
+    )
     if fmt == "html":
         path = out_dir / "report.html"
-        path.write_text(_html(title, sections, plots))
+        path.write_text(_html(title, note, sections, plots))
     else:
         path = out_dir / "report.md"
-        path.write_text(_markdown(title, sections, plots))
+        path.write_text(_markdown(title, note, sections, plots))
     devices.to_csv(out_dir / "devices.csv", index=False)
     log.info("report written to %s", path)
     return path
@@ -267,8 +279,8 @@ def _isnan(v: Any) -> bool:
     return isinstance(v, float) and v != v  # noqa: PLR0124 (NaN test)
 
 
-def _markdown(title: str, sections: list[Any], plots: list[Path]) -> str:
-    parts = [f"# {title}\n"]
+def _markdown(title: str, note: str, sections: list[Any], plots: list[Path]) -> str:
+    parts = [f"# {title}\n", f"{note}\n"]
     for name, rows, cols in sections:
         parts.append(f"## {name}\n\n{_table_md(rows, cols)}")
     parts.append("## Plots\n")
@@ -276,8 +288,8 @@ def _markdown(title: str, sections: list[Any], plots: list[Path]) -> str:
     return "\n".join(parts)
 
 
-def _html(title: str, sections: list[Any], plots: list[Path]) -> str:
-    body = [f"<h1>{html.escape(title)}</h1>"]
+def _html(title: str, note: str, sections: list[Any], plots: list[Path]) -> str:
+    body = [f"<h1>{html.escape(title)}</h1><p>{html.escape(note)}</p>"]
     for name, rows, cols in sections:
         body.append(f"<h2>{html.escape(name)}</h2><table border=1 cellspacing=0 cellpadding=3>")
         body.append("<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")

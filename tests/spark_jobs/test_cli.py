@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from spark_jobs import transforms
-from spark_jobs.cli import main
+from spark_jobs.cli import RELATIVE_VALUE_OPTIONS, _parser, attach_negative_values, main
 from tests.spark_jobs.frames import at, kafka_frame, kafka_row, telemetry
 
 
@@ -39,6 +39,40 @@ def test_usage_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
     assert exc.value.code == 2
     monkeypatch.setenv("IOT_WATERMARK", "forever")
     assert main(["sql", "SELECT 1"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "since", "until"),
+    [
+        (["report", "--since", "-2h", "--out", "var/report"], "-2h", None),  # docs/analytics.md
+        (["report", "--since=-30m", "--until", "-1d"], "-30m", "-1d"),
+        (["report", "--until", "-90s", "--since", "-1.5h"], "-1.5h", "-90s"),
+        (["report", "--since", "2026-01-01T08:00", "--until", "2026-01-01T12:00"],
+         "2026-01-01T08:00", "2026-01-01T12:00"),
+    ],
+)  # fmt: skip
+def test_report_takes_relative_times(argv: list[str], since: str, until: str | None) -> None:
+    args = _parser().parse_args(argv)
+    assert (args.since, args.until) == (since, until)
+
+
+def test_relative_values_attach_only_to_their_options() -> None:
+    attach = attach_negative_values
+    assert attach(["--since", "-2h"], RELATIVE_VALUE_OPTIONS) == ["--since=-2h"]
+    assert attach(["--since", "-v"], RELATIVE_VALUE_OPTIONS) == ["--since", "-v"]  # an option
+    assert attach(["--top", "-2"], RELATIVE_VALUE_OPTIONS) == ["--top", "-2"]
+    assert attach(["--", "--since", "-2h"], RELATIVE_VALUE_OPTIONS) == ["--", "--since", "-2h"]
+    assert attach(["--since"], RELATIVE_VALUE_OPTIONS) == ["--since"]
+
+
+def test_report_time_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--since", "--until", "-2h"])  # --since without its value
+    assert exc.value.code == 2
+    assert "--since: expected one argument" in capsys.readouterr().err
+    # a relative-looking value reaches the time parser, which names the accepted forms
+    assert main(["report", "--warehouse-dir", str(tmp_path), "--since", "-2x"]) == 1
+    assert "not a time: '-2x' (ISO 8601 or -30m/-2h/-1d)" in capsys.readouterr().err
 
 
 @pytest.mark.spark

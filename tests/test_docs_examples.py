@@ -1,0 +1,409 @@
+"""Examples that run (issue 12, item 6): every command README.md and docs/*.md show is checked.
+
+- Every command line of ours (a console script, ``python -m ...``, ``make ...``: the recipe
+  lines it runs) is handed to the real program's argparse, which must accept it
+  (`test_command_parses`); usage lines must name real subcommands and options
+  (`test_synopsis_names_real_options`); every console script answers ``--help``.
+- Every command of a fenced block is either run by a test of this module (``RUN``: command ->
+  the test) or listed in ``NOT_RUN`` with the reason; a new example fails
+  `test_every_fenced_command_is_run_or_excused` until someone decides which.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bridge.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
+from tests.bridge.commands.harness import Device, unique, wait_for
+from tests.docs_examples import (
+    SCRIPTS,
+    Example,
+    Makefile,
+    all_examples,
+    entry_point,
+    help_text,
+    parse,
+)
+from tests.spark_jobs.conftest import spark, spark_config  # noqa: F401
+
+EXAMPLES = all_examples()
+FENCED = [e for e in EXAMPLES if e.kind == "fenced"]
+SYNOPSES = [e for e in EXAMPLES if e.kind == "synopsis"]
+OURS = [e for e in EXAMPLES if e.kind != "synopsis" and e.ours]
+MAKEFILE = Makefile.read()
+
+# fenced command -> the test below that runs it, as shown (endpoints from the environment)
+RUN = {
+    "iot-stack status": "test_stack_status_runs",
+    "iot-cmd send dev-00001 reboot --args '{\"delay_s\": 1}' --wait": "test_cmd_send_runs",
+    "iot-cmd send dev-00042 set-rate --args '{\"hz\": 5}' --timeout 5 --wait": "test_cmd_send_runs",
+    "iot-cmd send group:floor-2 reboot --timeout 10 --wait": "test_cmd_send_runs",
+    "echo '$?'": "test_cmd_send_runs",  # the exit code of the send before it: 0
+    "iot-analytics sql 'SELECT * FROM fleet_minute ORDER BY window_start DESC LIMIT 5'": (
+        "test_analytics_commands_run"
+    ),
+    "iot-analytics sql --format csv "
+    "'SELECT device_id, SUM(missing_seq) FROM device_minute GROUP BY 1'": (
+        "test_analytics_commands_run"
+    ),
+    "iot-analytics report": "test_analytics_commands_run",
+    "iot-analytics report --since -2h --out var/report": "test_analytics_commands_run",
+    "iot-analytics report --since 2026-01-01T08:00 --until 2026-01-01T12:00 --format html": (
+        "test_analytics_commands_run"
+    ),
+    "iot-analytics score --manifest 'var/sim-runs/<run>/manifest.json'": (
+        "test_analytics_commands_run"
+    ),
+    "iot-bridge --mqtt-host localhost --mqtt-port 1883 --kafka-bootstrap localhost:9092": (
+        "test_bridge_example_runs"
+    ),
+    "mosquitto_pub -q 1 -t devices/d1/telemetry "
+    '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"t": 21.5}}\'': ("test_bridge_example_runs"),
+    "mosquitto_pub -q 1 -t devices/d1/telemetry "
+    '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'': (
+        "test_bridge_example_runs"
+    ),
+    "curl -s localhost:9108/metrics | grep iot_bridge_acked": "test_bridge_example_runs",
+}
+
+_SIM_RUN = (
+    "a load of minutes (1000 or 200 devices); parsed here, and the same run + verify path "
+    "runs small in tests/device_sim/test_integration.py"
+)
+_BENCH = "a benchmark of minutes on its own servers; parsed here, its parts tested in tests/bench/"
+NOT_RUN = {
+    "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
+    "(iot-stack up --analytics --devices 200 --device-rate 2) is parsed here and `up` is "
+    "tested by tests/stack/test_stack_integration.py",
+    "make test": "the whole test suite (this module included)",
+    "make stop": "`iot-stack down` would stop the servers this test session shares; "
+    "`down` is tested by tests/stack/test_stack_integration.py",
+    "make bench-commands": _BENCH,
+    "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
+    "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
+    "on free ports",
+    "iot-sim run --devices 1000 --rate 5 --duration 60": _SIM_RUN,
+    "iot-sim verify": "needs a finished `iot-sim run` (see above); "
+    "tests/device_sim/test_integration.py verifies its runs",
+    "iot-sim run --devices 200 --rate 2 --duration 120 --malformed-rate 0.01 "
+    "--anomaly-rate 0.005 --late-rate 0.01 --out-of-order-rate 0.01 --skew-fraction 0.1 "
+    "--churn-rate 0.002 --offline-fraction 0.05 --reply-fail-rate 0.1 "
+    "--silent-fraction 0.05": _SIM_RUN,
+    "iot-sim verify --json report.json": "needs a finished `iot-sim run`; "
+    "tests/device_sim/test_integration.py runs verify --json after its runs",
+    "iot-analytics stream": "runs until stopped, reading Kafka on the default port; "
+    "tests/spark_jobs/test_kafka_e2e.py runs the job against the test Kafka",
+    "iot-analytics stream --available-now": "Spark Structured Streaming from Kafka, about a "
+    "minute of Spark on this machine; tests/spark_jobs/test_kafka_e2e.py runs the job with "
+    "available-now against the test Kafka",
+    "python -m bench run --suite ingest": _BENCH,
+    "python -m bench run --suite ingest --quick": _BENCH,
+    "python -m bench report bench/results/ingest.json": "re-renders the recorded benchmark "
+    "results in place (it would rewrite bench/results/); tests/bench/test_report.py tests it",
+    "python -m bench.commands_rtt --out-dir bench/results": _BENCH,
+    "python -m bench.commands_rtt --duration 5 --warmup-load 3 --max-duration 5": _BENCH,
+    "python -m bench.commands_rtt --telemetry-rate 20000": _BENCH,
+    "python -m bench.commands_rtt --command-path separate "
+    "--setting command_mqtt_publishers=0": _BENCH,
+    "python -m bench.commands_rtt --responder sim": _BENCH,
+}
+
+
+def _run_by(test: str) -> list[Example]:
+    """The fenced examples ``RUN`` gives to ``test``, once each, in document order."""
+    seen: dict[str, Example] = {}
+    for e in FENCED:
+        if RUN.get(e.command) == test:
+            seen.setdefault(e.command, e)
+    assert seen, f"RUN gives {test} nothing to run"
+    return list(seen.values())
+
+
+def _clean_iot_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith("IOT_")]:
+        monkeypatch.delenv(name)
+
+
+# --- bookkeeping and parsing (no servers) -------------------------------------------------------
+
+
+def test_the_docs_show_commands() -> None:
+    docs = {e.doc for e in FENCED}
+    assert {"README.md", "docs/analytics.md", "docs/bridge.md", "docs/device_sim.md"} <= docs
+    assert "iot-analytics report --since -2h --out var/report" in {e.command for e in FENCED}
+
+
+def test_every_fenced_command_is_run_or_excused() -> None:
+    shown = {e.command for e in FENCED}
+    undecided = sorted(str(e) for e in FENCED if e.command not in RUN and e.command not in NOT_RUN)
+    assert not undecided, "run these in a test (RUN) or say why not (NOT_RUN):\n" + "\n".join(
+        undecided
+    )
+    assert not set(RUN) & set(NOT_RUN)
+    stale = sorted((set(RUN) | set(NOT_RUN)) - shown)
+    assert not stale, f"no longer in the docs: {stale}"
+    for test in set(RUN.values()):
+        assert callable(globals().get(test)), f"RUN names {test}, which is not a test here"
+
+
+@pytest.mark.parametrize("example", OURS, ids=str)
+def test_command_parses(example: Example) -> None:
+    if example.program == "make":
+        recipe = MAKEFILE.commands(example.argv[1:])  # the targets and variables exist
+        lines = [argv for argv in recipe if Example("Makefile", 0, argv, "fenced").ours]
+    else:
+        lines = [example.argv]
+    for argv in lines:
+        result = parse(argv)
+        assert result.accepted, f"{example}: {' '.join(argv)} rejected ({result.code}):\n" + (
+            result.output
+        )
+
+
+def test_make_variables_and_targets_are_checked() -> None:
+    assert MAKEFILE.commands(["run", "DEVICES=1000", "RATE=5"])[-1] == (
+        "iot-stack", "up", "--analytics", "--devices", "1000", "--device-rate", "5",
+    )  # fmt: skip
+    with pytest.raises(AssertionError, match="no variable DEVCES"):
+        MAKEFILE.commands(["run", "DEVCES=1000"])
+    with pytest.raises(AssertionError, match="no target 'rnu'"):
+        MAKEFILE.commands(["rnu"])
+
+
+def test_a_rejected_command_fails_the_check() -> None:
+    bad = parse(["iot-analytics", "report", "--sinse", "-2h"])
+    assert not bad.accepted
+    assert bad.code == 2
+    assert "unrecognized arguments" in bad.output or "expected one argument" in bad.output
+    assert not parse(["iot-cmd", "sned", "dev-1", "reboot"]).accepted
+    assert parse(["iot-analytics", "report", "--since", "-2h"]).accepted
+
+
+@pytest.mark.parametrize("example", SYNOPSES, ids=str)
+def test_synopsis_names_real_options(example: Example) -> None:
+    words = example.argv
+    program = [words[0]]
+    if len(words) > 1 and re.fullmatch(r"[a-z][a-z-]*", words[1]):
+        program.append(words[1])  # a subcommand
+    text = help_text(program)
+    options = set(re.findall(r"--[a-z][\w-]*", " ".join(words)))
+    unknown = sorted(o for o in options if not re.search(rf"{o}\b", text))
+    assert not unknown, f"{example}: {' '.join(program)} has no {unknown}"
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_console_script_help(script: str) -> None:
+    """The installed console script (the pyproject entry point), not just its main()."""
+    path = Path(sys.executable).parent / script
+    assert path.exists(), f"{script} is not installed next to {sys.executable}"
+    result = subprocess.run(
+        [str(path), "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: {script}")
+
+
+# --- run against the test servers ---------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_stack_status_runs(
+    stack: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    local_stack_factory: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main = entry_point("iot-stack")
+
+    data_dir = None
+    for found in tmp_path_factory.getbasetemp().glob("*/stack.json"):
+        if json.loads(found.read_text()).get("mqtt") == stack.mqtt_url:
+            data_dir = found.parent  # the session's servers run from this data dir
+    if data_dir is None:  # servers someone else runs: start a stack of our own
+        data_dir = local_stack_factory().config.data_dir
+    recorded = json.loads((data_dir / "stack.json").read_text())
+    _clean_iot_env(monkeypatch)
+    monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("IOT_MQTT_PORT", recorded["mqtt"].rsplit(":", 1)[1])
+    monkeypatch.setenv("IOT_KAFKA_PORT", recorded["kafka"].rsplit(":", 1)[1])
+    for example in _run_by("test_stack_status_runs"):
+        assert main(list(example.argv[1:])) == 0, example
+        lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+        assert set(lines) == {"mosquitto", "kafka"}  # what that `up` started
+        assert "running (pid " in lines["mosquitto"]
+        assert lines["mosquitto"].endswith(recorded["mqtt"])
+        assert lines["kafka"].endswith(recorded["kafka"])
+
+
+@pytest.mark.integration
+def test_cmd_send_runs(
+    command_env: CommandEnv,  # noqa: F811
+    service_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main = entry_point("iot-cmd")
+
+    cfg = command_env.config
+    _clean_iot_env(monkeypatch)
+    for name in ("kafka_bootstrap", "topic_commands", "topic_command_status"):
+        monkeypatch.setenv(f"IOT_{name.upper()}", getattr(cfg, name))
+    monkeypatch.setenv("IOT_TOPIC_COMMAND_REPLIES", cfg.topic_command_replies)
+    service_factory()
+    last_code: int | None = None
+    for example in _run_by("test_cmd_send_runs"):
+        if example.program == "echo":  # `echo $?` after a send: the doc shows 0
+            assert last_code == 0, example
+            continue
+        target = example.argv[2]
+        if target.startswith("group:"):
+            for i in range(2):
+                name = unique(f"doc-{i}")
+                device = Device(name, cfg.mqtt_host, cfg.mqtt_port, groups=(target[6:],))
+                command_env.devices.append(device.connect())
+        else:
+            command_env.devices.append(Device(target, cfg.mqtt_host, cfg.mqtt_port).connect())
+        last_code = main(list(example.argv[1:]))
+        out = capsys.readouterr().out.splitlines()
+        assert last_code == 0, f"{example}: exit {last_code}\n" + "\n".join(out)
+        assert any(" succeeded " in f"{line} " for line in out), out
+        if not target.startswith("group:"):
+            assert any(line.startswith("reply {") for line in out), out
+
+
+@pytest.mark.integration
+def test_bridge_example_runs(
+    stack: Any, bridge_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """docs/bridge.md's three lines (and README's mosquitto_pub) on the test servers: the
+    endpoints in the flags are the session's, the bridge's metrics port is the one it picked."""
+    # docs/bridge.md's sequence first (its curl shows 1 acked), then README's publish
+    steps = sorted(_run_by("test_bridge_example_runs"), key=lambda e: e.doc != "docs/bridge.md")
+    [bridge_line] = [e for e in steps if e.program == "iot-bridge"]
+    args = dict(zip(bridge_line.argv[1::2], bridge_line.argv[2::2], strict=True))
+    assert set(args) == {"--mqtt-host", "--mqtt-port", "--kafka-bootstrap"}
+    bridge = bridge_factory(stack.mqtt_host, stack.mqtt_port, stack.kafka_bootstrap, http_port=0)
+    acked = 0.0
+    for example in steps:
+        if example.program == "mosquitto_pub":
+            argv = [*example.argv, "-h", stack.mqtt_host, "-p", str(stack.mqtt_port)]
+            subprocess.run(argv, check=True, timeout=30)
+            acked += 1
+            wait_for(functools.partial(_acked_at_least, bridge, acked), 30, "the ack")
+        elif example.program == "curl":
+            url = f"http://127.0.0.1:{bridge.http_port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                text = response.read().decode()
+            shown = [line for line in text.splitlines() if "iot_bridge_acked" in line]
+            assert shown, text
+            assert any(line.split()[-1] in ("1", "1.0") for line in shown), shown  # "# 1"
+    assert bridge.metric("iot_bridge_acked_total") == acked == 2
+    assert not [k for k in bridge.metrics() if k.startswith("iot_bridge_dlq_total")]
+
+
+def _acked_at_least(bridge: Any, n: float) -> bool:
+    return bool(bridge.metric("iot_bridge_acked_total") >= n)
+
+
+# --- iot-analytics over a small warehouse (Spark) ------------------------------------------------
+
+RUN_ID = "20261121T130727-1e0115"
+
+
+def _warehouse(session: Any, wh: Path, now: dt.datetime) -> None:
+    """Two devices: minutes 10:00-10:02 of 2026-01-01 and the two minutes before ``now``."""
+    from spark_jobs import transforms
+    from tests.spark_jobs.frames import kafka_frame, kafka_row, telemetry
+
+    recent = now.replace(second=0, microsecond=0) - dt.timedelta(minutes=3)
+    starts = [dt.datetime(2026, 1, 1, 10, m, tzinfo=dt.UTC) for m in range(3)]
+    starts += [recent + dt.timedelta(minutes=m) for m in range(2)]
+    rows = []
+    for device in ("d1", "d2"):
+        seq = 0
+        for start in starts:
+            for second in (10, 40):
+                seq += 1
+                ms = int((start + dt.timedelta(seconds=second)).timestamp() * 1000)
+                body = telemetry(seq, ms, temperature=20.0 + seq % 3)
+                rows.append(kafka_row(device, body, received_at=ms))
+    valid = transforms.valid_telemetry(transforms.parse_telemetry(kafka_frame(session, rows)))
+    transforms.device_minute(valid, ["temperature"]).write.parquet(str(wh / "device_minute"))
+    transforms.fleet_minute(valid, ["temperature"]).write.parquet(str(wh / "fleet_minute"))
+    t0 = int(starts[0].timestamp() * 1000)
+    session.createDataFrame(
+        [("d1", t0, 3, "temperature", 30.0), ("d2", t0, 1, "temperature", 31.0)],
+        "device_id string, ts long, seq long, metric string, value double",
+    ).selectExpr(
+        "device_id", "timestamp_millis(ts) AS event_time", "seq", "metric", "value"
+    ).write.parquet(str(wh / "anomalies"))
+
+
+@pytest.mark.spark
+def test_analytics_commands_run(
+    spark: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As a new user would, in a folder whose var/ holds the tables (default settings)."""
+    main = entry_point("iot-analytics")
+
+    _clean_iot_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    now = dt.datetime.now(dt.UTC)
+    _warehouse(spark, tmp_path / "var" / "warehouse", now)
+    run_dir = tmp_path / "var" / "sim-runs" / RUN_ID
+    run_dir.mkdir(parents=True)
+    manifest = {
+        "devices": {"d1": {}, "d2": {}},
+        "injections": {"anomalies": [{"device": "d1", "seq": 3, "metric": "temperature"}]},
+    }
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    report_dir = tmp_path / "var" / "report"
+    for example in _run_by("test_analytics_commands_run"):
+        argv = [a.replace("<run>", RUN_ID) for a in example.argv[1:]]
+        code = main(argv)
+        out = capsys.readouterr()
+        assert code == 0, f"{example}: exit {code}\n{out.err}"
+        command = argv[0]
+        if command == "sql" and "--format" in argv:
+            assert sorted(csv.DictReader(out.out.splitlines()), key=str) != []
+            assert out.out.splitlines()[0].startswith("device_id,")
+        elif command == "sql":
+            assert "window_start" in out.out.splitlines()[0]
+            assert len(out.out.splitlines()) >= 5
+        elif command == "report" and "--format" in argv:
+            page = (Path(out.out.strip())).read_text()
+            assert "Fleet report 2026-01-01 10:00 .. 2026-01-01 10:03 UTC" in page
+        elif command == "report":
+            summary = (report_dir / "report.md").read_text()
+            assert Path(out.out.strip()) == Path("var/report/report.md")
+            with (report_dir / "devices.csv").open() as f:
+                uptime = {r["device_id"]: float(r["uptime"]) for r in csv.DictReader(f)}
+            if "--since" in argv:  # the last two minutes only: every device sent in both
+                assert f"Fleet report {now - dt.timedelta(minutes=3):%Y-%m-%d %H:%M}" in summary
+                assert uptime == {"d1": 1.0, "d2": 1.0}
+            else:  # everything: 5 minutes with data from 2026-01-01 10:00 to now
+                assert "Fleet report 2026-01-01 10:00 .. " in summary
+                assert 0 < uptime["d1"] < 0.01
+        elif command == "score":
+            score = json.loads(out.out)
+            assert (score["true_positives"], score["false_positives"]) == (1, 1)
+            assert (score["precision"], score["recall"]) == (0.5, 1.0)
+        else:
+            raise AssertionError(f"{example}: no check for it")
