@@ -55,7 +55,8 @@ from bench.procstat import cpu_seconds
 from bench.responder import Responder, ResponderError, ResponderSpec
 from bench.results import percentile, steady_rate
 from bridge.commands.client import CommandClient
-from bridge.commands.model import State, decode_status
+from bridge.commands.model import State
+from bridge.commands.status import decode_status
 from stack.ports import free_port
 from stack.topics import TopicSpec, ensure_topics
 

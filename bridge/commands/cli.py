@@ -21,7 +21,8 @@ import orjson
 
 from bridge import __version__ as _pkg_version
 from bridge.commands.client import CommandClient
-from bridge.commands.model import DEVICE_ID_RE, CommandPathError, State, StatusRecord, decode_status
+from bridge.commands.model import DEVICE_ID_RE, CommandPathError, State
+from bridge.commands.status import StatusRecord, decode_status, status_fields
 from bridge.config import BridgeConfig, add_arguments, from_namespace, parse_kafka_extra
 from bridge.errors import BridgeError, ConfigError
 
@@ -147,14 +148,7 @@ def _client(cfg: BridgeConfig) -> CommandClient:
 
 def _format(status: StatusRecord, as_json: bool) -> str:
     if as_json:
-        doc: dict[str, Any] = {
-            "command_id": status.command_id,
-            "state": status.state.value,
-            "attempt": status.attempt,
-            "device_id": status.device_id,
-            "at": status.at,
-            "detail": status.detail,
-        }
+        doc = status_fields(status)
         if status.replies:
             doc["replies"] = dict(status.replies)
         return orjson.dumps(doc).decode()

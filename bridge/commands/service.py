@@ -40,6 +40,13 @@ from confluent_kafka import (
 )
 
 from bridge import mqtt_codec as codec
+from bridge.commands.actions import (
+    Action,
+    DeadLetterAction,
+    PublishAction,
+    ReplyAction,
+    StatusAction,
+)
 from bridge.commands.client import topic_metadata, watermarks
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
@@ -52,9 +59,6 @@ from bridge.commands.model import (
     CommandPathError,
     Rejection,
     Source,
-    StatusRecord,
-    decode_status,
-    encode_status,
     parse_command,
 )
 from bridge.commands.mqtt_link import (
@@ -65,15 +69,9 @@ from bridge.commands.mqtt_link import (
     LinkPool,
     Puback,
 )
-from bridge.commands.tracker import (
-    Action,
-    DeadLetterAction,
-    OrderedCompletion,
-    PublishAction,
-    ReplyAction,
-    StatusAction,
-    Tracker,
-)
+from bridge.commands.ordered_completion import OrderedCompletion
+from bridge.commands.status import StatusRecord, decode_status, encode_status
+from bridge.commands.tracker import Tracker
 from bridge.config import BridgeConfig, parse_kafka_extra
 from bridge.partitioner import partition_for
 
