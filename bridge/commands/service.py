@@ -48,6 +48,7 @@ from bridge.commands.actions import (
     StatusAction,
 )
 from bridge.commands.client import topic_metadata, watermarks
+from bridge.commands.link_pool import LinkPool
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
     build_publish,
@@ -66,7 +67,6 @@ from bridge.commands.mqtt_link import (
     Incoming,
     LinkEvent,
     LinkLostError,
-    LinkPool,
     Puback,
 )
 from bridge.commands.ordered_completion import OrderedCompletion
