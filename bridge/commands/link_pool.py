@@ -16,9 +16,12 @@ import select
 import time
 import zlib
 
+from bridge.commands.mapping import REPLY_SUBSCRIPTION
+from bridge.commands.model import CommandPathError
 from bridge.commands.mqtt_link import CommandLink, LinkEvent, LinkLostError, Puback
+from bridge.config import BridgeConfig
 
-__all__ = ["LinkPool"]
+__all__ = ["LinkPool", "connect_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -178,3 +181,29 @@ class LinkPool:
             del self._retry[index]
             events += got
         return events
+
+
+def connect_pool(cfg: BridgeConfig) -> tuple[LinkPool, list[LinkEvent]]:
+    """The command path's pool, connected; and the events of its first connections."""
+    link = LinkPool(
+        host=cfg.mqtt_host,
+        port=cfg.mqtt_port,
+        client_id=cfg.command_mqtt_client_id,
+        subscription=REPLY_SUBSCRIPTION,
+        keepalive=cfg.mqtt_keepalive_s,
+        session_expiry=cfg.mqtt_session_expiry_s,
+        receive_maximum=cfg.mqtt_receive_maximum,
+        publishers=cfg.command_mqtt_publishers,
+        username=cfg.mqtt_username,
+        password=cfg.mqtt_password,
+        reconnect_min_s=cfg.mqtt_reconnect_min_s,
+        reconnect_max_s=cfg.mqtt_reconnect_max_s,
+    )
+    try:
+        events = link.connect()
+    except (OSError, LinkLostError) as exc:
+        link.close()
+        raise CommandPathError(
+            f"MQTT connection to {cfg.mqtt_host}:{cfg.mqtt_port} failed: {exc}"
+        ) from exc
+    return link, events
