@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from bridge.config import BridgeConfig
-from bridge.service import TelemetryBridge, producer_config
+from bridge.kafka_settings import producer_config
+from bridge.service import TelemetryBridge
 
 
 class FakeProducer:
