@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bridge.commands.actions import (
     Action,
@@ -31,36 +31,29 @@ from bridge.commands.actions import (
     ReplyAction,
     StatusAction,
 )
+from bridge.commands.command_consumer import CommandConsumer
 from bridge.commands.link_pool import LinkPool, connect_pool
 from bridge.commands.mapping import parse_reply, parse_reply_topic
 from bridge.commands.model import (
+    Command,
     CommandDefaults,
     CommandPathError,
     Rejection,
     Source,
-    parse_command,
 )
 from bridge.commands.mqtt_link import Connected, Incoming, LinkEvent, Puback
-from bridge.commands.offsets import CommandOffsets
 from bridge.commands.publisher import CommandPublisher
 from bridge.commands.record_writer import RecordWriter
 from bridge.commands.reply_acks import ReplyAcks
 from bridge.commands.status_snapshot import read_status_snapshot
 from bridge.commands.tracker import Tracker
 from bridge.config import BridgeConfig
-from bridge.kafka_settings import commands_consumer_settings, producer_settings
+from bridge.kafka_settings import producer_settings
 
 __all__ = ["CommandService"]
 
 log = logging.getLogger(__name__)
 
-# Commands taken from Kafka per worker step. Small on purpose: the worker services the MQTT
-# socket (PUBACKs, replies) only between steps, so a step that publishes 500 commands makes
-# every PUBACK and reply behind it wait for the whole batch (measured: sent -> delivered grew
-# with the batch, to ~170 ms at p50 under load). Messages wait for free in librdkafka's queue.
-_CONSUME_BATCH = 64
-# MQTT events (PUBACKs, replies) handled per step, for the same reason the other way round.
-_EVENT_BATCH = 1000
 _IDLE_WAIT_S = 0.005
 
 
@@ -87,15 +80,15 @@ class CommandService:
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
         self._writer: RecordWriter | None = None
-        self._consumer: Consumer | None = None
+        self._commands = CommandConsumer(
+            config, self._defaults, on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
         self._link: LinkPool | None = None
         self._early_events: list[LinkEvent] = []
         self._backlog: list[Action] = []
-        self._offsets = CommandOffsets()
         # replies of the current MQTT connection waiting for their Kafka writes before PUBACK
         self._acks = ReplyAcks()
         self._first_assignment = True
-        self._paused = False
         self._wait_s = 0.0
         self._failure: BaseException | None = None
         self.stats: dict[str, int] = {
@@ -134,14 +127,11 @@ class CommandService:
         )
         self._producer = Producer(producer_settings(cfg))
         self._writer = RecordWriter(
-            self._producer, cfg, self.stats, release=self._release, ack_done=self._ack_done
+            self._producer, cfg, self.stats, release=self._commands.release, ack_done=self._ack_done
         )
         self._link, self._early_events = connect_pool(cfg)
         self._publisher.link = self._link
-        self._consumer = Consumer(commands_consumer_settings(cfg))
-        self._consumer.subscribe(
-            [cfg.topic_commands], on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
+        self._commands.subscribe()
         self._thread = threading.Thread(target=self._run, name="iot-commands", daemon=True)
         self._thread.start()
 
@@ -164,7 +154,7 @@ class CommandService:
     @property
     def assigned_partitions(self) -> frozenset[int]:
         """The ``iot.commands`` partitions this instance owns (read from any thread)."""
-        return frozenset(self._offsets.assigned)
+        return frozenset(self._commands.offsets.assigned)
 
     @property
     def failure(self) -> BaseException | None:
@@ -176,17 +166,7 @@ class CommandService:
 
     # -- Kafka rebalance (called inside consume(), on the worker thread) --------------------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        assigned = {tp.partition for tp in partitions}
-        log.info("command partitions assigned: %s", sorted(assigned))
-        self._offsets.assign(assigned)
-        topic = self.config.topic_commands
-        try:
-            meta = consumer.list_topics(topic, timeout=10).topics[topic]
-            self._offsets.partition_count = len(meta.partitions)
-        except Exception as exc:  # noqa: BLE001 - then every reply counts as ours
-            log.warning("partition count of %s unknown: %s", topic, exc)
-            self._offsets.partition_count = 0
+    def _on_assign(self, assigned: set[int]) -> None:
         if self._first_assignment:
             # At start every pending command was adopted; keep those of our partitions.
             self._first_assignment = False
@@ -201,10 +181,7 @@ class CommandService:
             if status.final or (status.source is not None and status.source.partition in assigned):
                 self._backlog.extend(self._tracker.adopt(status, now))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        revoked = {tp.partition for tp in partitions}
-        log.info("command partitions revoked: %s", sorted(revoked))
-        self._offsets.revoke(revoked)
+    def _on_revoke(self, revoked: set[int]) -> None:
         self._tracker.drop(revoked)
 
     # -- worker thread --------------------------------------------------------------------
@@ -228,7 +205,6 @@ class CommandService:
             self._shutdown()
 
     def _step(self) -> None:
-        assert self._consumer is not None
         assert self._producer is not None
         busy = self._mqtt_io(self._wait_s)
         actions = self._tracker.tick(self._now())
@@ -238,11 +214,12 @@ class CommandService:
         if actions:
             busy = True
             self._execute(actions)
-        self._flow_control()
-        msgs = self._consumer.consume(_CONSUME_BATCH, 0)
-        if msgs:
+        self._commands.flow_control(len(self._tracker))
+        now = self._now()
+        records = self._commands.poll(now)
+        if records:
             busy = True
-            self._handle_commands(msgs)
+            self._handle_commands(records, now)
         self._producer.poll(0)
         assert self._link is not None
         self._link.flush()
@@ -261,19 +238,6 @@ class CommandService:
         for event in events:
             self._handle_event(event)
         return bool(events)
-
-    def _flow_control(self) -> None:
-        assert self._consumer is not None
-        limit = self.config.pending_max_messages
-        pending = len(self._tracker)
-        if not self._paused and pending >= limit:
-            self._consumer.pause(self._consumer.assignment())
-            self._paused = True
-            log.warning("command path paused: %d commands pending", pending)
-        elif self._paused and pending < limit * 0.8:
-            self._consumer.resume(self._consumer.assignment())
-            self._paused = False
-            log.info("command path resumed")
 
     def _handle_event(self, event: LinkEvent) -> None:
         now = self._now()
@@ -336,7 +300,7 @@ class CommandService:
     def _owns_device(self, device_id: str) -> bool:
         """Whether this instance owns the commands partition of ``device_id`` (True while the
         partitioning is unknown, so that nothing goes unrecorded)."""
-        return self._first_assignment or self._offsets.owns_device(device_id)
+        return self._first_assignment or self._commands.offsets.owns_device(device_id)
 
     def _ack_now(self, event: Incoming) -> None:
         if event.qos == 0 or event.generation != self._acks.generation:
@@ -350,36 +314,15 @@ class CommandService:
         if ready and self._link is not None:
             self._link.ack(ready, generation)
 
-    def _handle_commands(self, msgs: list[Message]) -> None:
-        now = self._now()
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    log.warning("iot.commands consumer: %s", err)
-                continue
-            partition = msg.partition()
-            offset = msg.offset()
-            assert partition is not None
-            assert offset is not None
-            source = Source(partition, offset)
-            self._offsets.read(partition, offset)
-            _, ts = msg.timestamp()
-            parsed = parse_command(
-                msg.key(),
-                msg.value(),
-                timestamp_ms=ts if ts > 0 else now,
-                defaults=self._defaults,
-                source=source,
-                topic=msg.topic() or self.config.topic_commands,
-            )
+    def _handle_commands(self, records: list[tuple[Source, Command | Rejection]], now: int) -> None:
+        for source, parsed in records:
             if isinstance(parsed, Rejection):
                 self.stats["rejected"] += 1
                 log.warning(
                     "rejected command %s (partition %d offset %d): %s %s",
                     parsed.command_id,
-                    partition,
-                    offset,
+                    source.partition,
+                    source.offset,
                     parsed.code,
                     parsed.detail,
                 )
@@ -397,20 +340,9 @@ class CommandService:
             if isinstance(action, PublishAction):
                 self._publisher.publish(action)
             elif isinstance(action, ReleaseAction):
-                self._release(action.source)
+                self._commands.release(action.source)
             else:
                 writer.write(action, ack)
-
-    def _release(self, source: Source) -> None:
-        if self._consumer is None:
-            return
-        offset = self._offsets.done(source)
-        if offset is not None:
-            tp = TopicPartition(self.config.topic_commands, source.partition, offset)
-            try:
-                self._consumer.store_offsets(offsets=[tp])
-            except Exception as exc:  # noqa: BLE001 - a revoked partition is no failure
-                log.debug("store_offsets(%s) failed: %s", tp, exc)
 
     def _shutdown(self) -> None:
         deadline = time.monotonic() + max(1.0, self.config.shutdown_timeout_s)
@@ -418,12 +350,7 @@ class CommandService:
             # Serve delivery callbacks: they store offsets and ack replies.
             while len(self._producer) > 0 and time.monotonic() < deadline:
                 self._producer.poll(0.1)
-        if self._consumer is not None:
-            try:
-                self._consumer.close()
-            except Exception as exc:  # noqa: BLE001 - closing must not mask the cause
-                log.warning("closing the commands consumer failed: %s", exc)
-            self._consumer = None
+        self._commands.close()
         self._close_mqtt()
 
     def _close_mqtt(self) -> None:
