@@ -20,6 +20,7 @@ from bridge.config import BridgeConfig
 from bridge.errors import FatalKafkaError
 from bridge.kafka_settings import producer_config
 from bridge.mqtt_client import MqttConnectRefusedError, Subscriber
+from bridge.mqtt_settings import mqtt_session_settings
 from bridge.pipeline import FATAL_DELIVERY_CODES, TelemetryPipeline
 
 __all__ = ["TelemetryBridge"]
@@ -137,17 +138,9 @@ class TelemetryBridge(TelemetryPipeline):
         self._tick()
         self.subscriber = Subscriber(
             self,
-            host=cfg.mqtt_host,
-            port=cfg.mqtt_port,
             client_id=cfg.mqtt_client_id,
             filters=cfg.mqtt_subscriptions,
-            keepalive=cfg.mqtt_keepalive_s,
-            session_expiry=cfg.mqtt_session_expiry_s,
-            receive_maximum=cfg.mqtt_receive_maximum,
-            username=cfg.mqtt_username,
-            password=cfg.mqtt_password,
-            reconnect_min_s=cfg.mqtt_reconnect_min_s,
-            reconnect_max_s=cfg.mqtt_reconnect_max_s,
+            **mqtt_session_settings(cfg),
         )
         self.started = True
         mqtt_task = asyncio.create_task(self.subscriber.run(), name="mqtt")

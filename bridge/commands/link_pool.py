@@ -20,6 +20,7 @@ from bridge.commands.mapping import REPLY_SUBSCRIPTION
 from bridge.commands.model import CommandPathError
 from bridge.commands.mqtt_link import CommandLink, LinkEvent, LinkLostError, Puback
 from bridge.config import BridgeConfig
+from bridge.mqtt_settings import mqtt_session_settings
 
 __all__ = ["LinkPool", "connect_pool"]
 
@@ -186,18 +187,10 @@ class LinkPool:
 def connect_pool(cfg: BridgeConfig) -> tuple[LinkPool, list[LinkEvent]]:
     """The command path's pool, connected; and the events of its first connections."""
     link = LinkPool(
-        host=cfg.mqtt_host,
-        port=cfg.mqtt_port,
         client_id=cfg.command_mqtt_client_id,
         subscription=REPLY_SUBSCRIPTION,
-        keepalive=cfg.mqtt_keepalive_s,
-        session_expiry=cfg.mqtt_session_expiry_s,
-        receive_maximum=cfg.mqtt_receive_maximum,
         publishers=cfg.command_mqtt_publishers,
-        username=cfg.mqtt_username,
-        password=cfg.mqtt_password,
-        reconnect_min_s=cfg.mqtt_reconnect_min_s,
-        reconnect_max_s=cfg.mqtt_reconnect_max_s,
+        **mqtt_session_settings(cfg),
     )
     try:
         events = link.connect()
