@@ -28,6 +28,7 @@ from bridge.stats import BridgeStats
 
 __all__ = ["FATAL_DELIVERY_CODES", "TelemetryPipeline"]
 
+# the name these log lines had before the pipeline left bridge/service.py: log filters keep working
 log = logging.getLogger("bridge.service")
 
 FATAL_DELIVERY_CODES = frozenset(
