@@ -7,43 +7,33 @@ import asyncio
 import logging
 import signal
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from bridge import __version__
 from bridge import config as config_mod
 from bridge.config import BridgeConfig
+from bridge.console import new_parser, parse_args
 from bridge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _version() -> str:
-    try:
-        return version("iot-appliance")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="iot-bridge",
-        description=(
-            "Bridge device telemetry from Mosquitto (MQTT 5, persistent session) into Kafka. "
-            "QoS 1 messages are acknowledged only after Kafka confirmed them, in arrival order. "
-            "Every setting can also be given as an IOT_<NAME> environment variable; flags win."
-        ),
+    parser = new_parser(
+        "iot-bridge",
+        "Bridge device telemetry from Mosquitto (MQTT 5, persistent session) into Kafka. "
+        "QoS 1 messages are acknowledged only after Kafka confirmed them, in arrival order. "
+        "Every setting can also be given as an IOT_<NAME> environment variable; flags win.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     config_mod.add_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    try:
-        ns = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
-        return int(exc.code) if isinstance(exc.code, int) else 2
+    ns = parse_args(parser, argv)
+    if isinstance(ns, int):
+        return ns
     try:
         cfg = config_mod.from_namespace(ns)
     except ConfigError as exc:
@@ -82,7 +72,7 @@ async def _serve(cfg: BridgeConfig) -> int:
         return 1
     log.info(
         "iot-bridge %s: metrics/health on http://%s:%d (/metrics /healthz /readyz)",
-        _version(),
+        __version__,
         cfg.http_host,
         http.port,
         extra={"http_port": http.port, "event": "http_listening"},

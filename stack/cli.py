@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from bridge import __version__
+from bridge.console import new_parser
 from stack.config import COMMANDS_MODES, StackConfig
 from stack.errors import StackError
 from stack.launcher import Stack
@@ -16,16 +16,13 @@ from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="iot-stack",
-        description=(
-            "Start, inspect and stop the local appliance stack: Mosquitto, Kafka (KRaft), the "
-            "bridge and the command path, and optionally the Spark analytics job and simulated "
-            "devices. Every option also reads an IOT_* environment variable (see "
-            "docs/operations.md)."
-        ),
+    parser = new_parser(
+        "iot-stack",
+        "Start, inspect and stop the local appliance stack: Mosquitto, Kafka (KRaft), the "
+        "bridge and the command path, and optionally the Spark analytics job and simulated "
+        "devices. Every option also reads an IOT_* environment variable (see "
+        "docs/operations.md).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--data-dir", type=Path, help="data, logs and pid files (default var/, env IOT_DATA_DIR)"

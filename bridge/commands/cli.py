@@ -14,15 +14,15 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 import orjson
 
-from bridge import __version__ as _pkg_version
 from bridge.commands.client import CommandClient
-from bridge.commands.model import DEVICE_ID_RE, CommandPathError, State, StatusRecord, decode_status
+from bridge.commands.model import DEVICE_ID_RE, CommandPathError, State
+from bridge.commands.status import StatusRecord, decode_status, status_fields
 from bridge.config import BridgeConfig, add_arguments, from_namespace, parse_kafka_extra
+from bridge.console import new_parser, parse_args, stop_on_signals
 from bridge.errors import BridgeError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,12 @@ class _UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="iot-cmd",
-        description="Send commands to devices through Kafka and follow what becomes of them.",
+    parser = new_parser(
+        "iot-cmd",
+        "Send commands to devices through Kafka and follow what becomes of them.",
         epilog="Exit codes: 0 ok/succeeded, 1 error, 2 usage, 3 failed, 4 expired, 5 rejected, "
         "6 --wait timed out.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_pkg_version}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
     )
@@ -147,14 +146,7 @@ def _client(cfg: BridgeConfig) -> CommandClient:
 
 def _format(status: StatusRecord, as_json: bool) -> str:
     if as_json:
-        doc: dict[str, Any] = {
-            "command_id": status.command_id,
-            "state": status.state.value,
-            "attempt": status.attempt,
-            "device_id": status.device_id,
-            "at": status.at,
-            "detail": status.detail,
-        }
+        doc = status_fields(status)
         if status.replies:
             doc["replies"] = dict(status.replies)
         return orjson.dumps(doc).decode()
@@ -267,30 +259,24 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
     cfg = _config(ns)
     client = _client(cfg)
     tail = client.tail_status(from_beginning=ns.from_beginning)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
     seen = 0
     deadline = time.monotonic() + ns.duration if ns.duration is not None else None
     try:
-        while not stop.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            for msg in tail.poll(0.2):
-                status = decode_status(msg.key(), msg.value())
-                if status is None:
-                    continue
-                print(_format(status, ns.json), flush=True)
-                seen += 1
-                if ns.count is not None and seen >= ns.count:
-                    return EXIT_OK
+        with stop_on_signals(signal.SIGTERM) as stop:
+            while not stop.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                for msg in tail.poll(0.2):
+                    status = decode_status(msg.key(), msg.value())
+                    if status is None:
+                        continue
+                    print(_format(status, ns.json), flush=True)
+                    seen += 1
+                    if ns.count is not None and seen >= ns.count:
+                        return EXIT_OK
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
         tail.close()
         client.close()
     return EXIT_OK
@@ -298,19 +284,18 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
 
 def _cmd_serve(ns: argparse.Namespace) -> int:
     from bridge import logs
-    from bridge.commands.metrics import CommandHealth, health_server
-    from bridge.commands.service import CommandService
 
     cfg = from_namespace(ns)
     if not ns.verbose:  # -v/-vv keep the plain text set-up of main()
         logs.configure(cfg.log_level, cfg.log_format)
-    stop = threading.Event()
+    with stop_on_signals(signal.SIGTERM, signal.SIGINT) as stop:
+        return _serve(cfg, stop)
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+def _serve(cfg: BridgeConfig, stop: threading.Event) -> int:
+    from bridge.commands.metrics import CommandHealth, health_server
+    from bridge.commands.service import CommandService
+
     service = CommandService(cfg)
     health = CommandHealth(service)
     http = None
@@ -354,11 +339,9 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    try:
-        ns = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    ns = parse_args(_parser(), argv)
+    if isinstance(ns, int):
+        return ns
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(ns.verbose, 2)]
     if ns.command == "serve" and ns.log_level is not None and not ns.verbose:
         level = getattr(logging, str(ns.log_level).upper(), logging.INFO)

@@ -22,7 +22,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from bridge.commands.model import CommandPathError, StatusRecord, decode_status
+from bridge.commands.model import CommandPathError
+from bridge.commands.status import StatusRecord, decode_status
 from bridge.partitioner import partition_for
 
 __all__ = [

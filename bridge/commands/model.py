@@ -1,4 +1,4 @@
-"""Command path data model: command records, status records, the state machine.
+"""Command path data model: command records, their states and the state machine.
 
 Pure: imports neither paho nor confluent_kafka. Parsing returns errors as data
 (`Rejection`) so that bad input never raises on the hot path.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -28,12 +28,8 @@ __all__ = [
     "Rejection",
     "Source",
     "State",
-    "StatusRecord",
     "Target",
     "check_transition",
-    "command_from_status",
-    "decode_status",
-    "encode_status",
     "parse_command",
     "parse_target",
 ]
@@ -196,6 +192,16 @@ def _positive_int(value: Any, lo: int, hi: int) -> int | None:
     return value if lo <= value <= hi else None
 
 
+def _bounded(doc: Mapping[str, Any], name: str, default: int, hi: int) -> tuple[int | None, str]:
+    """``doc[name]`` (``default`` when absent or null) if it is in 1..``hi``, else ``None`` and
+    why not."""
+    value = doc.get(name)
+    if value is None:
+        value = default
+    checked = _positive_int(value, 1, hi)
+    return checked, "" if checked is not None else f"{name} {value!r} is not in 1..{hi}"
+
+
 def parse_command(
     key: bytes | None,
     value: bytes | None,
@@ -257,25 +263,14 @@ def parse_command(
     if "command_id" in args:
         return reject("bad_args", "args must not contain the reserved key 'command_id'")
 
-    timeout_ms = doc.get("timeout_ms", defaults.timeout_ms)
+    timeout_ms, bad = _bounded(doc, "timeout_ms", defaults.timeout_ms, defaults.max_timeout_ms)
     if timeout_ms is None:
-        timeout_ms = defaults.timeout_ms
-    checked = _positive_int(timeout_ms, 1, defaults.max_timeout_ms)
-    if checked is None:
-        return reject(
-            "bad_timeout", f"timeout_ms {timeout_ms!r} is not in 1..{defaults.max_timeout_ms}"
-        )
-    timeout_ms = checked
-    max_attempts = doc.get("max_attempts", defaults.max_attempts)
+        return reject("bad_timeout", bad)
+    max_attempts, bad = _bounded(
+        doc, "max_attempts", defaults.max_attempts, defaults.max_attempts_limit
+    )
     if max_attempts is None:
-        max_attempts = defaults.max_attempts
-    checked = _positive_int(max_attempts, 1, defaults.max_attempts_limit)
-    if checked is None:
-        return reject(
-            "bad_max_attempts",
-            f"max_attempts {max_attempts!r} is not in 1..{defaults.max_attempts_limit}",
-        )
-    max_attempts = checked
+        return reject("bad_max_attempts", bad)
     reply_expected = doc.get("reply_expected", True)
     if reply_expected is None:
         reply_expected = True
@@ -307,101 +302,3 @@ def parse_command(
         ttl_ms=ttl_ms,
         ttl_from_accept=doc.get("ttl_ms") is None,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class StatusRecord:
-    """One ``iot.command-status`` value (key: the command id).
-
-    The design's fields are ``state, attempt, device_id, at, detail``; the tracker adds what it
-    needs to resume after a restart: the command itself, ``sent_at`` (when the current attempt
-    went out), the source partition/offset, and, for group commands, the reply counts.
-    """
-
-    command_id: str
-    state: State
-    attempt: int
-    device_id: str | None
-    at: int
-    detail: str | None = None
-    command: Mapping[str, Any] | None = None
-    sent_at: int | None = None
-    source: Source | None = None
-    replies: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def final(self) -> bool:
-        return self.state in FINAL_STATES
-
-
-def encode_status(status: StatusRecord) -> bytes:
-    doc: dict[str, Any] = {
-        "command_id": status.command_id,
-        "state": status.state.value,
-        "attempt": status.attempt,
-        "device_id": status.device_id,
-        "at": status.at,
-        "detail": status.detail,
-    }
-    if status.command is not None:
-        doc["command"] = status.command
-    if status.sent_at is not None:
-        doc["sent_at"] = status.sent_at
-    if status.source is not None:
-        doc["source"] = {"partition": status.source.partition, "offset": status.source.offset}
-    if status.replies:
-        doc["replies"] = dict(status.replies)
-    return orjson.dumps(doc)
-
-
-def decode_status(key: bytes | None, value: bytes | None) -> StatusRecord | None:
-    """Read a status record; ``None`` for a tombstone or anything unreadable."""
-    if value is None:
-        return None
-    try:
-        doc = orjson.loads(value)
-        state = State(doc["state"])
-        command_id = doc.get("command_id") or (key.decode() if key is not None else None)
-        if not isinstance(command_id, str):
-            return None
-        src = doc.get("source")
-        source = Source(int(src["partition"]), int(src["offset"])) if src else None
-        command = doc.get("command")
-        return StatusRecord(
-            command_id=command_id,
-            state=state,
-            attempt=int(doc.get("attempt", 0)),
-            device_id=doc.get("device_id"),
-            at=int(doc.get("at", 0)),
-            detail=doc.get("detail"),
-            command=command if isinstance(command, dict) else None,
-            sent_at=int(doc["sent_at"]) if doc.get("sent_at") is not None else None,
-            source=source,
-            replies={str(k): int(v) for k, v in (doc.get("replies") or {}).items()},
-        )
-    except (orjson.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError):
-        return None
-
-
-def command_from_status(status: StatusRecord) -> Command | None:
-    """Rebuild the `Command` a status record carries (``None`` if it carries none)."""
-    doc = status.command
-    if doc is None or status.device_id is None:
-        return None
-    target = parse_target(status.device_id)
-    if target is None:
-        return None
-    try:
-        return Command(
-            command_id=status.command_id,
-            target=target,
-            name=str(doc["name"]),
-            args=dict(doc.get("args") or {}),
-            timeout_ms=int(doc["timeout_ms"]),
-            max_attempts=int(doc["max_attempts"]),
-            reply_expected=bool(doc.get("reply_expected", True)),
-            created_at=int(doc["created_at"]),
-            ttl_ms=int(doc["ttl_ms"]),
-        )
-    except (KeyError, ValueError, TypeError):
-        return None

@@ -10,80 +10,35 @@ tested without servers.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterable
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
 
+from bridge.commands.actions import (
+    DUPLICATE,
+    INVALID,
+    LATE,
+    MATCHED,
+    MISMATCH,
+    UNKNOWN,
+    Action,
+    PublishAction,
+    ReleaseAction,
+    StatusAction,
+    dead_letter,
+    reply_record,
+)
 from bridge.commands.mapping import Reply
 from bridge.commands.model import (
     Command,
     Rejection,
     Source,
     State,
-    StatusRecord,
     check_transition,
-    command_from_status,
 )
+from bridge.commands.status import StatusRecord, command_from_status
 
-__all__ = [
-    "Action",
-    "DeadLetterAction",
-    "OrderedCompletion",
-    "PublishAction",
-    "ReleaseAction",
-    "ReplyAction",
-    "StatusAction",
-    "Tracker",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class StatusAction:
-    """Write ``status`` to ``iot.command-status``; once written, release ``release``."""
-
-    status: StatusRecord
-    release: Source | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PublishAction:
-    command: Command
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyAction:
-    """Write a reply record to ``iot.command-replies`` (key: the device id)."""
-
-    key: str
-    record: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetterAction:
-    """Write a record to ``iot.commands.dlq`` (key: the command's key)."""
-
-    key: str
-    record: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseAction:
-    """Nothing to write: the consumer offset of ``source`` can be committed."""
-
-    source: Source
-
-
-Action = StatusAction | PublishAction | ReplyAction | DeadLetterAction | ReleaseAction
-
-# Reply match outcomes, written into the reply record's "match" field.
-MATCHED = "matched"
-LATE = "late"
-DUPLICATE = "duplicate"
-UNKNOWN = "unknown"
-MISMATCH = "device_mismatch"
-INVALID = "invalid"
+__all__ = ["Tracker"]
 
 
 @dataclass(slots=True)
@@ -164,11 +119,16 @@ class Tracker:
         if now >= command.deadline:
             self._remember(cid, State.EXPIRED)
             status = self._status(
-                command, State.EXPIRED, attempt=0, now=now, detail="ttl: expired before sending"
+                command,
+                State.EXPIRED,
+                attempt=0,
+                now=now,
+                detail="ttl: expired before sending",
+                source=source,
             )
             return [
-                StatusAction(_with_source(status, source), release=source),
-                self._dead_letter(command, 0, now, "ttl", "the TTL ran out before it was sent"),
+                StatusAction(status, release=source),
+                dead_letter(command, 0, now, "ttl", "the TTL ran out before it was sent"),
             ]
         entry = _Pending(command, State.ACCEPTED, 0, None, source)
         self._pending[cid] = entry
@@ -256,21 +216,21 @@ class Tracker:
                 match = LATE
             else:
                 match = DUPLICATE
-            return [self._reply_record(reply, now, match, None)]
+            return [reply_record(reply, now, match, None)]
         command = entry.command
         if command.target.device_id is not None and reply.device_id != command.target.device_id:
-            return [self._reply_record(reply, now, MISMATCH, entry.attempt)]
+            return [reply_record(reply, now, MISMATCH, entry.attempt)]
         if command.target.is_group:
             if reply.device_id in entry.replied:
-                return [self._reply_record(reply, now, DUPLICATE, entry.attempt)]
+                return [reply_record(reply, now, DUPLICATE, entry.attempt)]
             entry.replied.add(reply.device_id)
             if reply.ok:
                 entry.ok += 1
             else:
                 entry.errors += 1
             match = MATCHED if reply.ok is not None else INVALID
-            return [self._reply_record(reply, now, match, entry.attempt)]
-        record = self._reply_record(
+            return [reply_record(reply, now, match, entry.attempt)]
+        record = reply_record(
             reply, now, MATCHED if reply.ok is not None else INVALID, entry.attempt
         )
         actions: list[Action] = [record]
@@ -335,7 +295,7 @@ class Tracker:
             detail = f"{detail}; last PUBACK: {entry.detail}"
         return [
             *self._finish(entry, State.EXPIRED, now, f"{reason}: {detail}"),
-            self._dead_letter(command, entry.attempt, now, reason, detail),
+            dead_letter(command, entry.attempt, now, reason, detail),
         ]
 
     def _close_group(self, entry: _Pending, now: int) -> list[Action]:
@@ -348,13 +308,13 @@ class Tracker:
                 detail = f"{detail}; last PUBACK: {entry.detail}"
             return [
                 *self._finish(entry, State.EXPIRED, now, f"no_replies: {detail}"),
-                self._dead_letter(command, entry.attempt, now, "no_replies", detail),
+                dead_letter(command, entry.attempt, now, "no_replies", detail),
             ]
         if replies == 0 and entry.state is not State.DELIVERED:
             detail = entry.detail or "the broker never confirmed delivery"
             return [
                 *self._finish(entry, State.EXPIRED, now, f"undelivered: {detail}"),
-                self._dead_letter(command, entry.attempt, now, "undelivered", detail),
+                dead_letter(command, entry.attempt, now, "undelivered", detail),
             ]
         final = State.FAILED if entry.errors else State.SUCCEEDED
         return self._finish(entry, final, now, counts)
@@ -413,96 +373,3 @@ class Tracker:
             command=command.to_record(),
             source=source,
         )
-
-    @staticmethod
-    def _dead_letter(
-        command: Command, attempts: int, now: int, reason: str, detail: str
-    ) -> DeadLetterAction:
-        return DeadLetterAction(
-            command.target.key,
-            {
-                "command_id": command.command_id,
-                "device_id": command.target.key,
-                "command": command.to_record(),
-                "reason": reason,
-                "detail": detail,
-                "attempts": attempts,
-                "at": now,
-            },
-        )
-
-    @staticmethod
-    def _reply_record(reply: Reply, now: int, match: str, attempt: int | None) -> ReplyAction:
-        record: dict[str, Any] = {
-            "command_id": reply.command_id,
-            "device_id": reply.device_id,
-            "status": None if reply.ok is None else ("ok" if reply.ok else "error"),
-            "result": reply.result,
-            "error": reply.error,
-            "match": match,
-            "attempt": attempt,
-            "received_at": now,
-        }
-        if reply.ok is None:
-            record["raw"] = reply.raw.decode("utf-8", errors="replace")
-        return ReplyAction(reply.device_id, record)
-
-
-def _with_source(status: StatusRecord, source: Source | None) -> StatusRecord:
-    if source is None:
-        return status
-    return StatusRecord(
-        command_id=status.command_id,
-        state=status.state,
-        attempt=status.attempt,
-        device_id=status.device_id,
-        at=status.at,
-        detail=status.detail,
-        command=status.command,
-        sent_at=status.sent_at,
-        source=source,
-        replies=status.replies,
-    )
-
-
-T = TypeVar("T", bound=Hashable)
-
-
-class OrderedCompletion(Generic[T]):
-    """Tokens complete in any order but are released in the order they were added.
-
-    Used for consumer offsets (commit the done prefix of a partition) and for MQTT acks of
-    replies (PUBACKs in arrival order).
-    """
-
-    def __init__(self) -> None:
-        self._order: deque[T] = deque()
-        self._done: set[T] = set()
-        self._known: set[T] = set()
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def add(self, token: T) -> None:
-        if token in self._known:
-            raise ValueError(f"token {token!r} is already pending")
-        self._order.append(token)
-        self._known.add(token)
-
-    def complete(self, token: T) -> list[T]:
-        """Mark ``token`` done; return the tokens now releasable, in order."""
-        if token not in self._known:
-            return []
-        self._done.add(token)
-        released: list[T] = []
-        while self._order and self._order[0] in self._done:
-            head = self._order.popleft()
-            self._done.discard(head)
-            self._known.discard(head)
-            released.append(head)
-        return released
-
-    def clear(self) -> None:
-        self._order.clear()
-        self._done.clear()
-        self._known.clear()

@@ -16,7 +16,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from bridge.commands.client import Tail
-from bridge.commands.model import StatusRecord, decode_status
+from bridge.commands.status import StatusRecord, decode_status
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

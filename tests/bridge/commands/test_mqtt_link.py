@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from bridge import mqtt_codec as codec
+from bridge.commands.link_pool import LinkPool
 from bridge.commands.mapping import REPLY_SUBSCRIPTION
 from bridge.commands.mqtt_link import (
     CommandLink,
     Connected,
     Incoming,
     LinkEvent,
-    LinkPool,
     Puback,
 )
 from tests.bridge.commands.harness import Device, forget_session, unique, wait_for

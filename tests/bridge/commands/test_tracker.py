@@ -5,30 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bridge.commands.actions import (
+    Action,
+    DeadLetterAction,
+    PublishAction,
+    ReleaseAction,
+    ReplyAction,
+    StatusAction,
+)
 from bridge.commands.mapping import Reply, parse_reply
 from bridge.commands.model import (
     Command,
     Rejection,
     Source,
     State,
-    StatusRecord,
     Target,
     check_transition,
 )
-from bridge.commands.tracker import (
-    Action,
-    DeadLetterAction,
-    OrderedCompletion,
-    PublishAction,
-    ReleaseAction,
-    ReplyAction,
-    StatusAction,
-    Tracker,
-)
+from bridge.commands.status import StatusRecord
+from bridge.commands.tracker import Tracker
 
 SRC = Source(3, 42)
 
@@ -340,24 +338,3 @@ def test_any_event_sequence_keeps_the_contract(
     assert len(t) == 0
     # the offset is released exactly once, by the first `sent`
     assert [a.release for a in actions if isinstance(a, StatusAction) and a.release] == [SRC]
-
-
-@given(st.permutations(list(range(20))))
-def test_ordered_completion_releases_in_order(order: list[int]) -> None:
-    oc: OrderedCompletion[int] = OrderedCompletion()
-    for i in range(20):
-        oc.add(i)
-    released: list[int] = []
-    for i in order:
-        released += oc.complete(i)
-        assert released == list(range(len(released)))
-    assert released == list(range(20))
-    assert len(oc) == 0
-
-
-def test_ordered_completion_rejects_duplicates_and_ignores_unknown() -> None:
-    oc: OrderedCompletion[str] = OrderedCompletion()
-    oc.add("a")
-    with pytest.raises(ValueError, match="already pending"):
-        oc.add("a")
-    assert oc.complete("zzz") == []

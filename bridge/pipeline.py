@@ -1,0 +1,254 @@
+"""The telemetry path's produce/ack pipeline: MQTT PUBLISH in, Kafka record out, PUBACK once
+Kafka holds it.
+
+Everything here runs on the asyncio event loop, the one thread of the hot path: the mapping,
+``produce()``, ``Producer.poll()`` (every ~1 ms while messages are pending, so delivery reports
+run here) and the PUBACKs. After each poll the confirmed prefix of the
+:class:`~bridge.pending.AckWindow` is released and its PUBACKs go out in one write. Reading
+pauses while the window is full (back-pressure). The life cycle around it (start, topic
+checks, shutdown, health) is :class:`bridge.service.TelemetryBridge`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from confluent_kafka import KafkaError
+
+from bridge.config import BridgeConfig
+from bridge.mapping import KafkaRecord, Topics, map_message
+from bridge.mqtt_client import Subscriber
+from bridge.pending import AckWindow, Entry
+from bridge.stats import BridgeStats
+
+__all__ = ["FATAL_DELIVERY_CODES", "TelemetryPipeline"]
+
+# the name these log lines had before the pipeline left bridge/service.py: log filters keep working
+log = logging.getLogger("bridge.service")
+
+FATAL_DELIVERY_CODES = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+        KafkaError._FATAL,
+    }
+)
+_RESUME_FRACTION = 0.8
+_FAST_TICK_S = 0.001
+_IDLE_TICK_S = 0.1
+
+
+class TelemetryPipeline:
+    """The pipeline's state and its event-loop callbacks (the :class:`PublishSink` of the
+    subscriber, the tick that polls the producer)."""
+
+    def __init__(self, config: BridgeConfig) -> None:
+        self.config = config
+        self.stats = BridgeStats()
+        self.window = AckWindow()
+        self.topics = Topics(
+            telemetry=config.topic_telemetry,
+            events=config.topic_events,
+            dlq=config.topic_dlq,
+            presence=config.topic_presence,
+        )
+        self._kinds = {
+            config.topic_telemetry: "telemetry",
+            config.topic_events: "events",
+            config.topic_dlq: "dlq",
+            config.topic_presence: "presence",
+        }
+        self.kafka_ok = False
+        self.subscriber: Subscriber | None = None
+        self._producer: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._backlog: deque[tuple[KafkaRecord, Entry]] = deque()
+        self._paused = False
+        self._stopping = False
+        # asyncio.Event binds to the running loop on first use, so creating them here is safe
+        # and lets request_stop() work even before run() started
+        self._stop_requested = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._tick_fast = False
+        self.last_tick = time.monotonic()
+        self._poll_stop = threading.Event()
+        self._fatal: str | None = None
+        self._bad_generation = -1
+
+    # --- MQTT side (event loop) --------------------------------------------------------------
+
+    def on_connection_change(self, generation: int, connected: bool) -> None:
+        if connected and self._paused and self.subscriber is not None:
+            self.subscriber.pause_reading()
+
+    def on_publish(self, topic: str, payload: bytes, qos: int, packet_id: int, dup: bool) -> None:
+        stats = self.stats
+        rec = map_message(
+            topic,
+            payload,
+            qos,
+            time.time_ns() // 1_000_000,
+            topics=self.topics,
+            max_payload_bytes=self.config.max_payload_bytes,
+        )
+        channel = topic.rsplit("/", 1)[-1]
+        stats.received[channel] += 1
+        stats.received_bytes += len(payload)
+        if dup:
+            stats.redelivered += 1
+        if rec.error is not None:
+            stats.dlq[rec.error.value] += 1
+            log.debug("DLQ %s %s: %s", rec.error.value, topic, rec.detail)
+        sub = self.subscriber
+        entry = Entry(
+            packet_id,
+            sub.generation if sub is not None else 0,
+            len(payload),
+            self._kinds[rec.topic],
+        )
+        window = self.window
+        window.add(entry)
+        if not self._tick_fast:
+            self._speed_up_ticks()
+        if self._backlog:
+            self._backlog.append((rec, entry))
+        else:
+            try:
+                self._producer.produce(
+                    rec.topic, rec.value, rec.key, on_delivery=entry.delivered, headers=rec.headers
+                )
+            except BufferError:
+                self._backlog.append((rec, entry))
+                self._pause()
+        if (
+            window.count >= self.config.pending_max_messages
+            or window.bytes >= self.config.pending_max_bytes - self.config.max_payload_bytes
+        ):
+            self._pause()
+
+    def _pause(self) -> None:
+        if not self._paused:
+            self._paused = True
+            self.stats.paused += 1
+            if self.subscriber is not None:
+                self.subscriber.pause_reading()
+            log.info(
+                "back-pressure: %d messages / %d bytes pending; pausing MQTT reads",
+                self.window.count,
+                self.window.bytes,
+            )
+
+    def _maybe_resume(self) -> None:
+        cfg = self.config
+        if (
+            self._paused
+            and not self._backlog
+            and not self._stopping
+            and self.window.count < cfg.pending_max_messages * _RESUME_FRACTION
+            and self.window.bytes < cfg.pending_max_bytes * _RESUME_FRACTION
+        ):
+            self._paused = False
+            if self.subscriber is not None:
+                self.subscriber.resume_reading()
+            log.info("back-pressure released; resuming MQTT reads")
+
+    # --- Kafka side --------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """Serve librdkafka callbacks on the loop: every ~1 ms while messages are pending.
+
+        Polling here rather than in a thread keeps delivery callbacks, the window and the
+        PUBACK writes on one thread: no GIL hand-offs or cross-thread wake-ups per batch.
+        """
+        self._tick_handle = None
+        self.last_tick = time.monotonic()
+        if self._producer is None or self._poll_stop.is_set():
+            return
+        if self._producer.poll(0):
+            self._drain()
+        busy = bool(self.window.count or self._backlog)
+        self._tick_fast = busy
+        loop = self._loop
+        assert loop is not None
+        self._tick_handle = loop.call_later(_FAST_TICK_S if busy else _IDLE_TICK_S, self._tick)
+
+    def _speed_up_ticks(self) -> None:
+        if not self._tick_fast and self._loop is not None:
+            self._tick_fast = True
+            if self._tick_handle is not None:
+                self._tick_handle.cancel()
+            self._tick_handle = self._loop.call_later(_FAST_TICK_S, self._tick)
+
+    def _set_fatal(self, message: str) -> None:
+        if self._fatal is None:
+            self._fatal = message
+            log.critical("%s; stopping without acknowledging unconfirmed messages", message)
+            loop = self._loop
+            if loop is not None and self._stop_requested is not None:
+                loop.call_soon_threadsafe(self._stop_requested.set)
+
+    def _drain(self) -> None:
+        """Release the confirmed prefix of the window: count, ack in order (event loop)."""
+        done = self.window.pop_done()
+        sub = self.subscriber
+        if done:
+            stats = self.stats
+            produced = stats.produced
+            observe = stats.latency.observe
+            now = time.monotonic()
+            generation = sub.generation if sub is not None else -1
+            acks: list[int] = []
+            for e in done:
+                err = e.error
+                if err is not None:
+                    self._on_delivery_error(e, err)
+                    continue
+                produced[e.topic] += 1
+                observe(now - e.sent_at)
+                if e.packet_id and e.generation == generation != self._bad_generation:
+                    acks.append(e.packet_id)
+            if acks and sub is not None and self._fatal is None and sub.send_acks(generation, acks):
+                stats.acked += len(acks)
+            if done[-1].error is None:
+                self.kafka_ok = True
+        if self._backlog:
+            self._retry_backlog()
+        self._maybe_resume()
+        if self._stopping and self.window.count == 0 and self._drained is not None:
+            self._drained.set()
+
+    def _on_delivery_error(self, entry: Entry, err: Any) -> None:
+        self.stats.kafka_errors[err.name()] += 1
+        if err.fatal() or err.code() in FATAL_DELIVERY_CODES:
+            self._set_fatal(f"Kafka refused records for {entry.topic}: {err.str()}")
+            return
+        # Not acknowledged, and nothing after it on this connection may be: drop the
+        # connection so Mosquitto redelivers everything unacknowledged (at-least-once).
+        sub = self.subscriber
+        if sub is not None and entry.generation == sub.generation:
+            self._bad_generation = sub.generation
+            log.error("Kafka delivery failed (%s); reconnecting to MQTT for redelivery", err.str())
+            sub.drop_connection("Kafka delivery failed")
+
+    def _retry_backlog(self) -> None:
+        produce = self._producer.produce
+        backlog = self._backlog
+        while backlog:
+            rec, entry = backlog[0]
+            try:
+                produce(
+                    rec.topic, rec.value, rec.key, on_delivery=entry.delivered, headers=rec.headers
+                )
+            except BufferError:
+                return
+            backlog.popleft()

@@ -1,0 +1,50 @@
+"""A fake Kafka producer and MQTT subscriber for a `TelemetryBridge` under unit test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+GOOD = b'{"ts": 1, "seq": 0, "metrics": {"t": 1}}'
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, bytes, Callable[..., None]]] = []
+        self.full = False
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any, headers: Any) -> None:
+        if self.full:
+            raise BufferError("queue full")
+        self.queue.append((topic, key, on_delivery))
+
+    def deliver(self, index: int, error: Any = None) -> None:
+        self.queue[index][2](error, None)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+class FakeSubscriber:
+    def __init__(self) -> None:
+        self.generation = 1
+        self.connected = True
+        self.acks: list[int] = []
+        self.paused = False
+        self.dropped = 0
+        self.errors: dict[str, int] = {}
+
+    def send_acks(self, generation: int, packet_ids: list[int]) -> bool:
+        if generation != self.generation:
+            return False
+        self.acks.extend(packet_ids)
+        return True
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def drop_connection(self, why: str) -> None:
+        self.dropped += 1

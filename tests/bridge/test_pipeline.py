@@ -1,0 +1,108 @@
+"""The telemetry pipeline's ack ordering, back-pressure and failure handling, with fake clients."""
+
+from __future__ import annotations
+
+import asyncio
+
+from confluent_kafka import KafkaError
+
+from bridge.service import TelemetryBridge
+from tests.bridge.fakes import GOOD, FakeProducer, FakeSubscriber
+
+
+def test_acks_wait_for_kafka_and_go_out_in_arrival_order(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    for mid, device in ((11, "a"), (12, "b"), (13, "a")):
+        bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
+    bridge.on_publish("devices/c/telemetry", GOOD, 0, 0, False)  # QoS 0: nothing to ack
+    assert sub.acks == []
+    producer.deliver(1)  # b's partition confirms first
+    bridge._drain()
+    assert sub.acks == []  # 11 is still unconfirmed
+    producer.deliver(0)
+    producer.deliver(3)
+    bridge._drain()
+    assert sub.acks == [11, 12]
+    producer.deliver(2)
+    bridge._drain()
+    assert sub.acks == [11, 12, 13]
+    assert bridge.stats.produced["telemetry"] == 4
+    assert bridge.window.count == 0
+
+
+def test_bad_input_is_produced_to_dlq_and_acked(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    bridge.on_publish("devices/a/telemetry", b"nope", 1, 1, False)
+    assert producer.queue[0][0] == "iot.dlq"
+    producer.deliver(0)
+    bridge._drain()
+    assert sub.acks == [1]
+    assert bridge.stats.dlq["not_json"] == 1
+    assert bridge.stats.produced["dlq"] == 1
+
+
+def test_pending_bound_pauses_reading_and_resumes_below_it(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    for mid in range(1, 6):
+        bridge.on_publish("devices/a/telemetry", GOOD, 1, mid, False)
+    assert sub.paused
+    assert bridge.window.count == 5
+    producer.deliver(0)
+    bridge._drain()
+    assert sub.paused  # 4 pending >= 0.8 * 5
+    producer.deliver(1)
+    bridge._drain()
+    assert not sub.paused
+    assert sub.acks == [1, 2]
+
+
+def test_full_producer_queue_backlogs_in_order(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    producer.full = True
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 1, False)
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 2, False)
+    assert sub.paused
+    assert producer.queue == []
+    producer.full = False
+    bridge._drain()
+    assert len(producer.queue) == 2
+    producer.deliver(0)
+    producer.deliver(1)
+    bridge._drain()
+    assert sub.acks == [1, 2]
+
+
+def test_failed_delivery_drops_connection_and_never_acks_past_it(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    for mid in (1, 2, 3):
+        bridge.on_publish("devices/a/telemetry", GOOD, 1, mid, False)
+    producer.deliver(0)
+    producer.deliver(1, KafkaError(KafkaError._MSG_TIMED_OUT))
+    producer.deliver(2)
+    bridge._drain()
+    assert sub.acks == [1]
+    assert sub.dropped == 1
+    assert bridge._fatal is None
+
+
+def test_unknown_topic_delivery_error_is_fatal(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    bridge._stop_requested = asyncio.Event()
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 1, False)
+    producer.deliver(0, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    bridge._drain()
+    assert sub.acks == []
+    assert bridge._fatal is not None
+    assert not bridge.ready
