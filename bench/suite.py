@@ -29,6 +29,7 @@ from bench.kafka_side import (
     verify_topic,
 )
 from bench.load import LoadGenerator, LoadSpec
+from bench.process_sinks import MqBridgeSink, NaiveBridgeSink, OurBridgeSink, ProcessSink
 from bench.procstat import CpuMeter
 from bench.results import (
     LIMIT,
@@ -39,15 +40,7 @@ from bench.results import (
     percentile,
     steady_rate,
 )
-from bench.sinks import (
-    CounterSink,
-    MqBridgeSink,
-    NaiveBridgeSink,
-    OurBridgeSink,
-    ProcessSink,
-    PublisherOnlySink,
-    Sink,
-)
+from bench.sinks import CounterSink, PublisherOnlySink, Sink
 from stack.config import StackConfig
 from stack.launcher import Stack
 

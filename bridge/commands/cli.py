@@ -24,6 +24,7 @@ from bridge.commands.client import CommandClient
 from bridge.commands.model import DEVICE_ID_RE, CommandPathError, State, StatusRecord, decode_status
 from bridge.config import BridgeConfig, add_arguments, from_namespace, parse_kafka_extra
 from bridge.errors import BridgeError, ConfigError
+from mqtt_codec import MqttProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (_UsageError, ConfigError) as exc:
         print(f"iot-cmd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandPathError, BridgeError) as exc:
+    except (CommandPathError, BridgeError, MqttProtocolError) as exc:
         print(f"iot-cmd: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:

@@ -39,7 +39,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.commands.client import topic_metadata, watermarks
 from bridge.commands.mapping import (
     REPLY_SUBSCRIPTION,
