@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-import struct
-
 import orjson
 import pytest
 
 import mqtt_codec as codec
 from bench.responder_logic import answer
-
-
-def _s(text: bytes) -> bytes:
-    return struct.pack("!H", len(text)) + text
+from tests.mqtt_codec.command_packets import SERVICE_PROPS, command_body
 
 
 def _command_packet(
     topic: bytes, packet_id: int, props: bytes, payload: bytes, qos: int = 1
 ) -> codec.Packet:
-    body = _s(topic)
-    if qos:
-        body += struct.pack("!H", packet_id)
-    body += codec.encode_varint(len(props)) + props + payload
-    return codec.Packet(codec.PUBLISH, qos << 1, body)
+    return codec.Packet(
+        codec.PUBLISH, qos << 1, command_body(topic, packet_id, props, payload, qos)
+    )
 
 
 def _parse(packet: codec.Packet) -> codec.ParsedPublish:
     return codec.parse_publish((packet.kind << 4) | packet.flags, packet.body)
-
-
-# the properties the command service sends: response topic, correlation data, expiry, user props
-SERVICE_PROPS = (
-    b"\x08" + _s(b"devices/d1/replies/c-42")
-    + b"\x09" + _s(b"c-42")
-    + b"\x02" + struct.pack("!I", 30)
-    + b"\x26" + _s(b"command_id") + _s(b"c-42")
-    + b"\x26" + _s(b"attempt") + _s(b"1")
-)  # fmt: skip
 
 
 def _split(data: bytes) -> list[codec.Packet]:

@@ -12,29 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mqtt_codec as codec
-
-
-def _s(text: bytes) -> bytes:
-    return struct.pack("!H", len(text)) + text
-
-
-def _command_body(
-    topic: bytes, packet_id: int, props: bytes, payload: bytes, qos: int = 1
-) -> bytes:
-    body = _s(topic)
-    if qos:
-        body += struct.pack("!H", packet_id)
-    return body + codec.encode_varint(len(props)) + props + payload
-
-
-# the properties the command service sends: response topic, correlation data, expiry, user props
-SERVICE_PROPS = (
-    b"\x08" + _s(b"devices/d1/replies/c-42")
-    + b"\x09" + _s(b"c-42")
-    + b"\x02" + struct.pack("!I", 30)
-    + b"\x26" + _s(b"command_id") + _s(b"c-42")
-    + b"\x26" + _s(b"attempt") + _s(b"1")
-)  # fmt: skip
+from tests.mqtt_codec.command_packets import SERVICE_PROPS, command_body
 
 
 def test_connack_suback_decode() -> None:
@@ -85,7 +63,7 @@ def test_suback_and_connack() -> None:
 
 
 def test_parse_publish_reads_every_property() -> None:
-    body = _command_body(b"devices/d1/commands/reboot", 513, SERVICE_PROPS, b'{"a":1}')
+    body = command_body(b"devices/d1/commands/reboot", 513, SERVICE_PROPS, b'{"a":1}')
     pub = codec.parse_publish(0x32, body)
     assert pub.topic == "devices/d1/commands/reboot"
     assert (pub.qos, pub.packet_id, pub.payload) == (1, 513, b'{"a":1}')
