@@ -22,6 +22,7 @@ RUN for d in kafka/broker kafka/spark-connector; do \
     done && rm -rf /root/.m2
 
 COPY pyproject.toml README.md ./
+COPY mqtt_codec/ mqtt_codec/
 COPY bridge/ bridge/
 COPY device_sim/ device_sim/
 COPY spark_jobs/ spark_jobs/

@@ -25,7 +25,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.mqtt_client import Subscriber
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,6 @@ import contextlib
 import multiprocessing as mp
 import multiprocessing.synchronize as mps
 import queue
-import resource
 import selectors
 import socket
 import struct
@@ -21,8 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench import mqtt_wire
+import mqtt_codec as codec
 from bench.payload import PayloadMaker, device_id, telemetry_topic
+from bench.workers import kill_workers, raise_fd_limit, spawn_workers
 
 _MAX_STEP = 2000  # messages built per send step and process
 _IDLE_S = 0.0005
@@ -55,26 +55,25 @@ class LoadReport:
     ended_at: float
 
 
-def _raise_fd_limit() -> None:
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
 def _connect(host: str, port: int, client_id: str) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(mqtt_wire.connect(client_id, keepalive=0))
-    reader = mqtt_wire.StreamReader()
+    sock.sendall(
+        codec.encode_connect(
+            client_id, keepalive=0, clean_start=True, protocol_level=codec.MQTT_3_1_1
+        )
+    )
+    reader = codec.StreamReader()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         data = sock.recv(4096)
         if not data:
             raise LoadError(f"{client_id}: connection closed before CONNACK")
         for packet in reader.feed(data):
-            if packet.kind == mqtt_wire.CONNACK:
-                if packet.body[1] != 0:
-                    raise LoadError(f"{client_id}: CONNACK refused, code {packet.body[1]}")
+            if packet.kind == codec.CONNACK:
+                code = codec.decode_connack(packet.body).reason
+                if code != 0:
+                    raise LoadError(f"{client_id}: CONNACK refused, code {code}")
                 return sock
     raise LoadError(f"{client_id}: no CONNACK within 10 s")
 
@@ -92,7 +91,7 @@ def _worker(
     results: Any,  # mp.Queue
 ) -> None:
     try:
-        _raise_fd_limit()
+        raise_fd_limit()
         procs = spec.processes
         my_devices = [device_id(i) for i in range(index, spec.devices, procs)]
         total_conns = spec.connections or spec.devices
@@ -110,8 +109,7 @@ def _worker(
             sel.register(s, selectors.EVENT_READ, c)
         makers = [PayloadMaker(d, spec.payload_bytes) for d in my_devices]
         heads = [
-            mqtt_wire.publish_head(telemetry_topic(d), spec.qos, spec.payload_bytes)
-            for d in my_devices
+            codec.publish_head(telemetry_topic(d), spec.qos, spec.payload_bytes) for d in my_devices
         ]
         conn_of = [i % my_conns for i in range(len(my_devices))]
         seqs = [0] * len(my_devices)
@@ -182,7 +180,7 @@ def _worker(
             acked[index] = ack_bytes // 4
         for s in socks:
             with contextlib.suppress(OSError):
-                s.sendall(mqtt_wire.DISCONNECT)
+                s.sendall(codec.DISCONNECT_NORMAL)
                 s.close()
         results.put(
             (
@@ -218,24 +216,19 @@ class LoadGenerator:
 
     def start(self, timeout: float = 120.0) -> None:
         """Spawn the processes and wait until every connection is open."""
-        for i in range(self.spec.processes):
-            p = self._ctx.Process(
-                target=_worker,
-                kwargs={
-                    "index": i,
-                    "spec": self.spec,
-                    "published": self.published,
-                    "acked": self.acked,
-                    "delivered": self.delivered,
-                    "ready": self._ready,
-                    "go": self._go,
-                    "stop": self._stop,
-                    "results": self._results,
-                },
-                daemon=True,
-            )
-            p.start()
-            self._procs.append(p)
+        self._procs = spawn_workers(
+            self._ctx,
+            _worker,
+            self.spec.processes,
+            spec=self.spec,
+            published=self.published,
+            acked=self.acked,
+            delivered=self.delivered,
+            ready=self._ready,
+            go=self._go,
+            stop=self._stop,
+            results=self._results,
+        )
         for _ in range(self.spec.processes):
             try:
                 self._ready.get(timeout=timeout)
@@ -291,7 +284,4 @@ class LoadGenerator:
         return LoadReport(published, acked, per_device, started, ended)
 
     def kill(self) -> None:
-        for p in self._procs:
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
+        kill_workers(self._procs)

@@ -25,8 +25,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench import mqtt5_wire, mqtt_wire
-from bench.load import _raise_fd_limit
+import mqtt_codec as codec
+from bench.responder_logic import answer as answer_command
+from bench.workers import kill_workers, raise_fd_limit, spawn_workers
 
 _CONNECT_BATCH = 50  # connections opened before waiting for their SUBACKs
 # per-process counters in the shared array, in this order
@@ -54,18 +55,20 @@ def _open(spec: ResponderSpec, devices: list[str]) -> list[socket.socket]:
     for start in range(0, len(devices), _CONNECT_BATCH):
         batch = devices[start : start + _CONNECT_BATCH]
         sel = selectors.DefaultSelector()
-        waiting: dict[int, tuple[str, mqtt_wire.StreamReader]] = {}
+        waiting: dict[int, tuple[str, codec.StreamReader]] = {}
         for dev in batch:
             sock = socket.create_connection((spec.host, spec.port), timeout=10)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # MQTT 5 lets a client send packets right after CONNECT: one write for both
             sock.sendall(
-                mqtt_wire.connect_v5(dev, receive_maximum=spec.receive_maximum)
-                + mqtt_wire.subscribe_v5(1, f"devices/{dev}/commands/+", 1)
+                codec.encode_connect(
+                    dev, keepalive=0, clean_start=True, receive_maximum=spec.receive_maximum
+                )
+                + codec.encode_subscribe(1, (f"devices/{dev}/commands/+",), 1)
             )
             sock.setblocking(False)
             socks.append(sock)
-            waiting[sock.fileno()] = (dev, mqtt_wire.StreamReader())
+            waiting[sock.fileno()] = (dev, codec.StreamReader())
             sel.register(sock, selectors.EVENT_READ, sock)
         while waiting:
             if time.monotonic() > deadline:
@@ -77,12 +80,12 @@ def _open(spec: ResponderSpec, devices: list[str]) -> list[socket.socket]:
                 if not data:
                     raise ResponderError(f"{dev}: connection closed before SUBACK")
                 for packet in reader.feed(data):
-                    if packet.kind == mqtt_wire.CONNACK:
-                        code = mqtt5_wire.connack_reason(packet)
-                        if code != mqtt5_wire.CONNACK_SUCCESS:
+                    if packet.kind == codec.CONNACK:
+                        code = codec.decode_connack(packet.body).reason
+                        if code != 0:
                             raise ResponderError(f"{dev}: CONNACK refused, reason {code}")
-                    elif packet.kind == mqtt_wire.SUBACK:
-                        _pid, reasons = mqtt5_wire.suback_reasons(packet)
+                    elif packet.kind == codec.SUBACK:
+                        _pid, reasons = codec.decode_suback(packet.body)
                         if reasons != [1]:
                             raise ResponderError(f"{dev}: SUBACK reasons {reasons}")
                         del waiting[sock.fileno()]
@@ -92,12 +95,12 @@ def _open(spec: ResponderSpec, devices: list[str]) -> list[socket.socket]:
 
 
 class _Conn:
-    __slots__ = ("device", "next_id", "reader", "sock")
+    __slots__ = ("buf", "device", "next_id", "sock")
 
     def __init__(self, device: str, sock: socket.socket) -> None:
         self.device = device
         self.sock = sock
-        self.reader = mqtt_wire.StreamReader()
+        self.buf = bytearray()  # the start of a packet not complete yet
         self.next_id = 0
 
 
@@ -115,23 +118,28 @@ def serve(
         conns.append(_Conn(dev, sock))
         sel.register(sock, selectors.EVENT_READ, i)
     commands = replies = acks = ack_errors = unanswerable = 0
-    answer = mqtt5_wire.answer
-    parse = mqtt5_wire.parse_publish
-    publish_kind = mqtt_wire.PUBLISH
-    puback_kind = mqtt_wire.PUBACK
+    answer = answer_command
+    parse = codec.parse_publish
+    split = codec.split_packets
+    publish_kind = codec.PUBLISH
+    puback_kind = codec.PUBACK
     while not stop.is_set():
         for key, _ in sel.select(0.05):
             conn = conns[key.data]
             data = conn.sock.recv(1 << 16)
             if not data:
                 raise ResponderError(f"{conn.device}: Mosquitto closed the connection")
+            buf = conn.buf
+            buf += data
+            packets, used = split(buf)
+            del buf[:used]
             out: list[bytes] = []
-            for packet in conn.reader.feed(data):
-                kind = packet.kind
+            for first, body in packets:
+                kind = first >> 4
                 if kind == publish_kind:
                     commands += 1
                     conn.next_id = conn.next_id % 65535 + 1
-                    ans = answer(conn.device, parse(packet), conn.next_id)
+                    ans = answer(conn.device, parse(first, body), conn.next_id)
                     if ans.replied:
                         replies += 1
                     else:
@@ -140,10 +148,10 @@ def serve(
                         out.append(ans.data)
                 elif kind == puback_kind:
                     acks += 1
-                    if mqtt5_wire.puback_parts(packet)[1] >= 0x80:
+                    if codec.decode_puback(body)[1] >= 0x80:
                         ack_errors += 1
-                elif kind == mqtt5_wire.DISCONNECT:
-                    reason = packet.body[0] if packet.body else 0
+                elif kind == codec.DISCONNECT:
+                    reason = codec.decode_disconnect_reason(body)
                     raise ResponderError(f"{conn.device}: DISCONNECT from Mosquitto, {reason}")
             if out:
                 conn.sock.sendall(b"".join(out))
@@ -154,7 +162,7 @@ def serve(
         counters[4] = unanswerable
     for conn in conns:
         with contextlib.suppress(OSError):
-            conn.sock.sendall(mqtt_wire.DISCONNECT)
+            conn.sock.sendall(codec.DISCONNECT_NORMAL)
             conn.sock.close()
 
 
@@ -173,7 +181,7 @@ def _worker(
             counters[base + i] = value
 
     try:
-        _raise_fd_limit()
+        raise_fd_limit()
         mine = spec.devices[index :: spec.processes]
         socks = _open(spec, mine)
         ready.put((index, None))
@@ -203,20 +211,15 @@ class Responder:
 
     def start(self, timeout: float | None = None) -> None:
         timeout = timeout if timeout is not None else self.spec.connect_timeout_s + 30
-        for i in range(self.spec.processes):
-            p = self._ctx.Process(
-                target=_worker,
-                kwargs={
-                    "index": i,
-                    "spec": self.spec,
-                    "counters": self._counters,
-                    "ready": self._ready,
-                    "stop": self._stop,
-                },
-                daemon=True,
-            )
-            p.start()
-            self._procs.append(p)
+        self._procs = spawn_workers(
+            self._ctx,
+            _worker,
+            self.spec.processes,
+            spec=self.spec,
+            counters=self._counters,
+            ready=self._ready,
+            stop=self._stop,
+        )
         errors = []
         for _ in self._procs:
             try:
@@ -256,10 +259,7 @@ class Responder:
         self.kill()
 
     def kill(self) -> None:
-        for p in self._procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        kill_workers(self._procs)
 
 
 def main(argv: list[str] | None = None) -> int:

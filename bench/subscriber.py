@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any
 
-from bench import mqtt_wire
+import mqtt_codec as codec
 
 _TS_KEY = b'{"ts":'
 
@@ -31,10 +31,17 @@ def count_forever(
 ) -> None:
     sock = socket.create_connection((host, port), timeout=10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(mqtt_wire.connect_v5(f"bench-counter-{time.time_ns()}"))
-    sock.sendall(mqtt_wire.subscribe_v5(1, topic_filter, qos))
+    sock.sendall(
+        codec.encode_connect(
+            f"bench-counter-{time.time_ns()}", keepalive=0, clean_start=True, receive_maximum=65535
+        )
+    )
+    sock.sendall(codec.encode_subscribe(1, (topic_filter,), qos))
     sock.settimeout(None)  # blocking: acks must go out even while Mosquitto is busy
-    reader = mqtt_wire.StreamReader()
+    buf = bytearray()  # the start of a packet not complete yet
+    split = codec.split_packets
+    publish_kind = codec.PUBLISH
+    suback_kind = codec.SUBACK
     n = 0
     samples: list[int] = []
     want_latency = latencies is not None
@@ -50,11 +57,14 @@ def count_forever(
             acks: list[bytes] = []
             now_ms = time.time_ns() // 1_000_000 if want_latency else 0
             lat_from = latency_from_ms.value
-            for packet in reader.feed(data):
-                if packet.kind == mqtt_wire.PUBLISH:
+            buf += data
+            packets, used = split(buf)
+            del buf[:used]
+            for first, body in packets:
+                kind = first >> 4
+                if kind == publish_kind:
                     n += 1
-                    body = packet.body
-                    if packet.flags & 0x06:
+                    if first & 0x06:
                         # topic length, topic, then the packet id
                         tlen = (body[0] << 8) | body[1]
                         acks.append(b"\x40\x02" + body[2 + tlen : 4 + tlen])
@@ -65,7 +75,7 @@ def count_forever(
                             ts = int(body[at + 6 : end])
                             if ts >= lat_from:
                                 samples.append(now_ms - ts)
-                elif packet.kind == mqtt_wire.SUBACK and not subscribed:
+                elif kind == suback_kind and not subscribed:
                     subscribed = True
                     ready.set()
             if acks:
@@ -73,7 +83,7 @@ def count_forever(
             counter.value = n
     finally:
         with contextlib.suppress(OSError):
-            sock.sendall(mqtt_wire.DISCONNECT)
+            sock.sendall(codec.DISCONNECT_NORMAL)
             sock.close()
         if latencies is not None:
             latencies.put(samples)

@@ -19,17 +19,10 @@ from bench.kafka_side import (
     verify_topic,
 )
 from bench.load import LoadGenerator, LoadReport, LoadSpec
+from bench.process_sinks import MqBridgeSink, NaiveBridgeSink, OurBridgeSink, ProcessSink
 from bench.procstat import CpuMeter
 from bench.results import LIMIT, OURS, RunResult, cpu_per_million, percentile, steady_rate
-from bench.sinks import (
-    CounterSink,
-    MqBridgeSink,
-    NaiveBridgeSink,
-    OurBridgeSink,
-    ProcessSink,
-    PublisherOnlySink,
-    Sink,
-)
+from bench.sinks import CounterSink, PublisherOnlySink, Sink
 from bench.suite_options import (
     KAFKA_PERF,
     LIMIT_QOS0,

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Protocol
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.errors import BridgeError
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from bridge.commands.status import StatusRecord, decode_status, status_fields
 from bridge.config import BridgeConfig, add_arguments, from_namespace, parse_kafka_extra
 from bridge.console import new_parser, parse_args, stop_on_signals
 from bridge.errors import BridgeError, ConfigError
+from mqtt_codec import MqttProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (_UsageError, ConfigError) as exc:
         print(f"iot-cmd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandPathError, BridgeError) as exc:
+    except (CommandPathError, BridgeError, MqttProtocolError) as exc:
         print(f"iot-cmd: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:

@@ -1,7 +1,7 @@
 """Pure mapping between commands and MQTT: the publish to a device, the reply from it.
 
 Imports no MQTT or Kafka client; the service encodes `CommandPublish` as an MQTT 5 PUBLISH
-with properties (`bridge.mqtt_codec.publish_properties`).
+with properties (`mqtt_codec.publish_properties`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ replies. paho built a ``Properties`` object per publish and made one ``send()`` 
 ~0.3 ms of Python per command, and under telemetry load that CPU was the round trip's tail.
 Here a step's publishes and PUBACKs are queued and written with one ``send()``, everything that
 arrived is read with one ``recv()``, and the packets are the few struct calls of
-:mod:`bridge.mqtt_codec`.
+:mod:`mqtt_codec`.
 
 Session rules (MQTT 5.0 4.4): clean start off and a session expiry, so replies published while
 the worker is away wait in Mosquitto; after a reconnect every unacknowledged command PUBLISH is
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.commands.model import CommandPathError
 
 __all__ = ["CommandLink", "Connected", "Incoming", "LinkEvent", "LinkLostError", "Puback"]

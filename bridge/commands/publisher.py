@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.commands.actions import PublishAction
 from bridge.commands.link_pool import LinkPool
 from bridge.commands.mapping import build_publish

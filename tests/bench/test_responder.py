@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from bench import mqtt5_wire, mqtt_wire
+import mqtt_codec as codec
 from bench.responder import Responder, ResponderSpec
 
 
@@ -27,13 +27,15 @@ class _Client:
 
     def __init__(self, host: str, port: int, topic_filter: str) -> None:
         self.sock = socket.create_connection((host, port), timeout=10)
-        self.reader = mqtt_wire.StreamReader()
+        self.reader = codec.StreamReader()
         self.sock.sendall(
-            mqtt_wire.connect_v5(f"svc-{uuid.uuid4().hex[:8]}")
-            + mqtt_wire.subscribe_v5(1, topic_filter, 1)
+            codec.encode_connect(
+                f"svc-{uuid.uuid4().hex[:8]}", keepalive=0, clean_start=True, receive_maximum=65535
+            )
+            + codec.encode_subscribe(1, (topic_filter,), 1)
         )
-        self.packets: list[mqtt_wire.Packet] = []
-        self.read_until(lambda: any(p.kind == mqtt_wire.SUBACK for p in self.packets))
+        self.packets: list[codec.Packet] = []
+        self.read_until(lambda: any(p.kind == codec.SUBACK for p in self.packets))
         self.packets.clear()
 
     def read_until(self, done: Any, timeout: float = 10) -> None:
@@ -47,7 +49,7 @@ class _Client:
             self.packets += self.reader.feed(data)
 
     def close(self) -> None:
-        self.sock.sendall(mqtt_wire.DISCONNECT)
+        self.sock.sendall(codec.DISCONNECT_NORMAL)
         self.sock.close()
 
 
@@ -66,26 +68,26 @@ def test_responder_answers_each_command_once(stack: Any) -> None:
             props_topic = f"svc/replies/{cid}" if i == 0 else None  # a custom response topic
             if props_topic is not None:
                 # the reply follows the Response Topic property: listen there too
-                client.sock.sendall(mqtt_wire.subscribe_v5(2, "svc/replies/+", 1))
+                client.sock.sendall(codec.encode_subscribe(2, ("svc/replies/+",), 1))
             packet = _command(f"devices/{dev}/commands/set", i + 1, cid, props_topic)
             client.sock.sendall(packet)
         # one command without properties: the id comes from the JSON
         sent["j1"] = devices[1]
         client.sock.sendall(
-            mqtt5_wire.encode_publish(
-                f"devices/{devices[1]}/commands/ping", b'{"command_id":"j1"}', packet_id=99
+            codec.encode_publish(
+                f"devices/{devices[1]}/commands/ping", b'{"command_id":"j1"}', 1, 99
             )
         )
         replies: dict[str, tuple[str, dict[str, Any]]] = {}
 
         def all_replied() -> bool:
             for p in client.packets:
-                if p.kind == mqtt_wire.PUBLISH:
-                    pub = mqtt5_wire.parse_publish(p)
+                if p.kind == codec.PUBLISH:
+                    pub = codec.parse_publish((p.kind << 4) | p.flags, p.body)
                     doc = orjson.loads(pub.payload)
                     replies[doc["command_id"]] = (pub.topic, doc)
-                    client.sock.sendall(mqtt5_wire.puback(pub.packet_id))
-            client.packets = [p for p in client.packets if p.kind != mqtt_wire.PUBLISH]
+                    client.sock.sendall(codec.encode_puback(pub.packet_id))
+            client.packets = [p for p in client.packets if p.kind != codec.PUBLISH]
             return len(replies) == len(sent)
 
         client.read_until(all_replied)
@@ -118,5 +120,5 @@ def _command(topic: str, packet_id: int, cid: str, response_topic: str | None) -
         raw = response_topic.encode()
         props += b"\x08" + len(raw).to_bytes(2, "big") + raw
     body = len(topic).to_bytes(2, "big") + topic.encode() + packet_id.to_bytes(2, "big")
-    body += mqtt_wire.encode_remaining_length(len(props)) + props + b'{"v":1}'
-    return b"\x32" + mqtt_wire.encode_remaining_length(len(body)) + body
+    body += codec.encode_varint(len(props)) + props + b'{"v":1}'
+    return b"\x32" + codec.encode_varint(len(body)) + body

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.mqtt_client import Subscriber, _Connection
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from bridge.commands import cli
 from bridge.commands.cli import main
 from bridge.commands.service import CommandService
+from mqtt_codec import MqttProtocolError
 from tests.bridge.commands.conftest import CommandEnv
 from tests.bridge.commands.test_service import ServiceFactory
 
@@ -36,6 +38,19 @@ def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert capsys.readouterr().err
+
+
+def test_an_mqtt_protocol_error_is_a_plain_runtime_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the codec's error is no BridgeError (mqtt_codec imports nothing of the bridge) yet
+    # iot-cmd reports it as one: its message, exit 1
+    def broken(_ns: object) -> int:
+        raise MqttProtocolError("malformed variable byte integer")
+
+    monkeypatch.setattr(cli, "_cmd_serve", broken)
+    assert main(["serve"]) == 1
+    assert capsys.readouterr().err.strip() == "iot-cmd: malformed variable byte integer"
 
 
 def _kafka_flags(env: CommandEnv) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bridge import mqtt_codec as codec
+import mqtt_codec as codec
 from bridge.commands.link_pool import LinkPool
 from bridge.commands.mapping import REPLY_SUBSCRIPTION
 from bridge.commands.mqtt_link import (

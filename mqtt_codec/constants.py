@@ -1,0 +1,109 @@
+"""Packet types, fixed packets and property identifiers with their value types (MQTT 5.0)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# packet types (high nibble of the first byte), MQTT 5.0 2.1.2
+CONNECT: Final = 1
+CONNACK: Final = 2
+PUBLISH: Final = 3
+PUBACK: Final = 4
+SUBSCRIBE: Final = 8
+SUBACK: Final = 9
+PINGREQ: Final = 12
+PINGRESP: Final = 13
+DISCONNECT: Final = 14
+
+# packets without a variable part, the same in MQTT 3.1.1 and 5
+PINGREQ_PACKET: Final = b"\xc0\x00"
+DISCONNECT_NORMAL: Final = b"\xe0\x00"
+
+# protocol levels (the CONNECT's protocol version byte)
+MQTT_3_1_1: Final = 4
+MQTT_5: Final = 5
+
+# property identifiers, MQTT 5.0 2.2.2.2
+PAYLOAD_FORMAT: Final = 0x01
+MESSAGE_EXPIRY: Final = 0x02
+CONTENT_TYPE: Final = 0x03
+RESPONSE_TOPIC: Final = 0x08
+CORRELATION_DATA: Final = 0x09
+SUBSCRIPTION_ID: Final = 0x0B
+SESSION_EXPIRY: Final = 0x11
+ASSIGNED_CLIENT_ID: Final = 0x12
+SERVER_KEEP_ALIVE: Final = 0x13
+AUTHENTICATION_METHOD: Final = 0x15
+AUTHENTICATION_DATA: Final = 0x16
+REQUEST_PROBLEM_INFORMATION: Final = 0x17
+WILL_DELAY: Final = 0x18
+REQUEST_RESPONSE_INFORMATION: Final = 0x19
+RESPONSE_INFORMATION: Final = 0x1A
+SERVER_REFERENCE: Final = 0x1C
+REASON_STRING: Final = 0x1F
+RECEIVE_MAXIMUM: Final = 0x21
+TOPIC_ALIAS_MAXIMUM: Final = 0x22
+TOPIC_ALIAS: Final = 0x23
+MAXIMUM_QOS: Final = 0x24
+RETAIN_AVAILABLE: Final = 0x25
+USER_PROPERTY: Final = 0x26
+MAXIMUM_PACKET_SIZE: Final = 0x27
+WILDCARD_SUBSCRIPTION_AVAILABLE: Final = 0x28
+SUBSCRIPTION_ID_AVAILABLE: Final = 0x29
+SHARED_SUBSCRIPTION_AVAILABLE: Final = 0x2A
+
+# the value types of properties (MQTT 5.0 1.5)
+BYTE: Final = "byte"
+TWO_BYTES: Final = "u16"
+FOUR_BYTES: Final = "u32"
+VARINT: Final = "varint"
+UTF8: Final = "utf8"
+BINARY: Final = "binary"
+UTF8_PAIR: Final = "utf8 pair"
+
+# size of the value of the fixed-size (integer) properties
+FIXED_SIZE: Final = {BYTE: 1, TWO_BYTES: 2, FOUR_BYTES: 4}
+
+PROPERTY_TYPES: Final[dict[int, str]] = {
+    PAYLOAD_FORMAT: BYTE,
+    MESSAGE_EXPIRY: FOUR_BYTES,
+    CONTENT_TYPE: UTF8,
+    RESPONSE_TOPIC: UTF8,
+    CORRELATION_DATA: BINARY,
+    SUBSCRIPTION_ID: VARINT,
+    SESSION_EXPIRY: FOUR_BYTES,
+    ASSIGNED_CLIENT_ID: UTF8,
+    SERVER_KEEP_ALIVE: TWO_BYTES,
+    AUTHENTICATION_METHOD: UTF8,
+    AUTHENTICATION_DATA: BINARY,
+    REQUEST_PROBLEM_INFORMATION: BYTE,
+    WILL_DELAY: FOUR_BYTES,
+    REQUEST_RESPONSE_INFORMATION: BYTE,
+    RESPONSE_INFORMATION: UTF8,
+    SERVER_REFERENCE: UTF8,
+    REASON_STRING: UTF8,
+    RECEIVE_MAXIMUM: TWO_BYTES,
+    TOPIC_ALIAS_MAXIMUM: TWO_BYTES,
+    TOPIC_ALIAS: TWO_BYTES,
+    MAXIMUM_QOS: BYTE,
+    RETAIN_AVAILABLE: BYTE,
+    USER_PROPERTY: UTF8_PAIR,
+    MAXIMUM_PACKET_SIZE: FOUR_BYTES,
+    WILDCARD_SUBSCRIPTION_AVAILABLE: BYTE,
+    SUBSCRIPTION_ID_AVAILABLE: BYTE,
+    SHARED_SUBSCRIPTION_AVAILABLE: BYTE,
+}
+
+# the properties a PUBLISH may carry (MQTT 5.0 3.3.2.3)
+PUBLISH_PROPERTIES: Final = frozenset(
+    {
+        PAYLOAD_FORMAT,
+        MESSAGE_EXPIRY,
+        CONTENT_TYPE,
+        RESPONSE_TOPIC,
+        CORRELATION_DATA,
+        SUBSCRIPTION_ID,
+        TOPIC_ALIAS,
+        USER_PROPERTY,
+    }
+)
