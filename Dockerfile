@@ -24,6 +24,7 @@ RUN for d in kafka/broker kafka/spark-connector; do \
 COPY pyproject.toml README.md ./
 COPY bridge/ bridge/
 COPY device_sim/ device_sim/
+COPY registry/ registry/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
 COPY mosquitto/ mosquitto/

@@ -122,5 +122,13 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
             if cond["condition"] == "service_healthy":
                 assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("bridge", "device_sim", "spark_jobs", "stack", "mosquitto", "kafka"):
+    for package in (
+        "bridge",
+        "device_sim",
+        "registry",
+        "spark_jobs",
+        "stack",
+        "mosquitto",
+        "kafka",
+    ):
         assert f"COPY {package}/ {package}/" in dockerfile

@@ -1,0 +1,241 @@
+"""``iot-devices``: tenants, devices, service accounts and Mosquitto's access rules.
+
+Reads run on a snapshot of the registry topic; changes first make this process the single
+registry writer (kafka_store), then write. A new secret is printed once and never again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from registry import dynsec_config, hashing, ids
+from registry.config import RegistryConfig, add_arguments
+from registry.dynsec import DynsecClient, DynsecError
+from registry.kafka_store import KafkaStore, StoreError
+from registry.model import Quotas, Role, public_view
+from registry.permissions import local_admin
+from registry.service import Issued, Registry, RegistryError
+from registry.sync import sync_mosquitto
+from registry.topics import ADMIN_USERNAME
+
+log = logging.getLogger("iot-devices")
+
+# Commands that change the registry (the process becomes the writer for them).
+WRITES = {
+    ("tenant", "create"), ("tenant", "disable"), ("tenant", "enable"), ("tenant", "delete"),
+    ("tenant", "quotas"), ("device", "add"), ("device", "disable"), ("device", "enable"),
+    ("device", "rotate"), ("device", "delete"), ("device", "groups"), ("account", "create"),
+    ("account", "disable"), ("account", "enable"), ("account", "rotate"),
+    ("account", "delete"), ("bootstrap-admin", None), ("init", None),
+}  # fmt: skip
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iot-devices", description=__doc__)
+    add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="Print JSON instead of text.")
+    sub = parser.add_subparsers(dest="area", required=True)
+
+    sub.add_parser("init", help="Create the registry topics and the default tenant.")
+    boot = sub.add_parser("bootstrap-admin", help="Create the first administrator account.")
+    boot.add_argument("name")
+    minit = sub.add_parser(
+        "mosquitto-init", help="Write Mosquitto's first dynamic-security file (admin only)."
+    )
+    minit.add_argument("config_file", type=Path, help="plugin_opt_config_file of Mosquitto")
+    minit.add_argument("--password-file", type=Path, required=True, help="Where to keep the "
+                       "generated admin password (mode 0600).")  # fmt: skip
+    mosq = sub.add_parser("mosquitto", help="Mosquitto's access rules.")
+    mosq.add_subparsers(dest="action", required=True).add_parser(
+        "sync", help="Make Mosquitto's clients, roles and groups match the registry."
+    )
+
+    tenant = sub.add_parser("tenant", help="Tenants.").add_subparsers(dest="action", required=True)
+    for name in ("create", "quotas"):
+        p = tenant.add_parser(name, help=f"{name} a tenant" if name == "create" else "Set quotas.")
+        p.add_argument("id")
+        p.add_argument("--max-devices", type=int, default=None)
+        p.add_argument("--max-msgs-per-s", type=float, default=None)
+    tenant.add_parser("list")
+    for name in ("show", "disable", "enable", "delete"):
+        p = tenant.add_parser(name)
+        p.add_argument("id")
+        if name == "delete":
+            p.add_argument("--cascade", action="store_true", help="Delete its devices too.")
+
+    device = sub.add_parser("device", help="Devices.").add_subparsers(dest="action", required=True)
+    add = device.add_parser("add", help="Register a device; prints its secret once.")
+    add.add_argument("--group", action="append", default=[], help="Group (repeatable).")
+    add.add_argument("--cert-fingerprint", help="SHA-256 fingerprint of its client certificate.")
+    add.add_argument("--no-secret", action="store_true", help="Certificate only, no secret.")
+    lst = device.add_parser("list", help="List or search devices.")
+    lst.add_argument("--search", help="Part of the device id.")
+    lst.add_argument("--group")
+    for name in ("show", "disable", "enable", "rotate", "delete"):
+        device.add_parser(name)
+    grp = device.add_parser("groups", help="Change group membership.")
+    grp.add_argument("--add", action="append", default=[])
+    grp.add_argument("--remove", action="append", default=[])
+    for name, p in device.choices.items():
+        p.add_argument("--tenant", default=None if name == "list" else ids.DEFAULT_TENANT)
+        if name != "list":
+            p.add_argument("id")
+
+    account = sub.add_parser("account", help="Service accounts.")
+    acts = account.add_subparsers(dest="action", required=True)
+    create = acts.add_parser("create", help="Create an account; prints its secret once.")
+    create.add_argument("name")
+    create.add_argument("--role", action="append", required=True, choices=[str(r) for r in Role])
+    create.add_argument("--tenant", default=None, help="Omit for a system-wide account.")
+    acts.add_parser("list")
+    for name in ("show", "disable", "enable", "rotate", "delete"):
+        acts.add_parser(name).add_argument("name")
+    return parser
+
+
+def _quotas(args: argparse.Namespace) -> Quotas:
+    return Quotas(args.max_devices, args.max_msgs_per_s)
+
+
+def _tenant(reg: Registry, args: argparse.Namespace) -> Any:
+    act = args.action
+    actions: dict[str, Callable[[], Any]] = {
+        "create": lambda: reg.create_tenant(args.id, _quotas(args)),
+        "list": reg.tenants,
+        "show": lambda: reg.tenant(args.id),
+        "disable": lambda: reg.set_tenant_disabled(args.id, True),
+        "enable": lambda: reg.set_tenant_disabled(args.id, False),
+        "delete": lambda: reg.delete_tenant(args.id, args.cascade),
+        "quotas": lambda: reg.set_quotas(args.id, _quotas(args)),
+    }
+    return actions[act]()
+
+
+def _device(reg: Registry, args: argparse.Namespace) -> Any:
+    t = args.tenant
+    actions: dict[str, Callable[[], Any]] = {
+        "add": lambda: reg.add_device(
+            t, args.id, args.group, args.cert_fingerprint, with_secret=not args.no_secret
+        ),
+        "list": lambda: reg.devices(t, args.search, args.group),
+        "show": lambda: reg.device(t, args.id),
+        "disable": lambda: reg.set_device_disabled(t, args.id, True),
+        "enable": lambda: reg.set_device_disabled(t, args.id, False),
+        "rotate": lambda: reg.rotate_device(t, args.id),
+        "delete": lambda: reg.delete_device(t, args.id),
+        "groups": lambda: reg.set_device_groups(t, args.id, args.add, args.remove),
+    }
+    return actions[args.action]()
+
+
+def _account(reg: Registry, args: argparse.Namespace) -> Any:
+    actions: dict[str, Callable[[], Any]] = {
+        "create": lambda: reg.create_account(args.name, [Role(r) for r in args.role], args.tenant),
+        "list": reg.accounts,
+        "show": lambda: reg.account(args.name),
+        "disable": lambda: reg.set_account_disabled(args.name, True),
+        "enable": lambda: reg.set_account_disabled(args.name, False),
+        "rotate": lambda: reg.rotate_account(args.name),
+        "delete": lambda: reg.delete_account(args.name),
+    }
+    return actions[args.action]()
+
+
+def _init(reg: Registry, _args: argparse.Namespace) -> Any:
+    if ids.DEFAULT_TENANT in reg.state.tenants:
+        return reg.state.tenants[ids.DEFAULT_TENANT]
+    return reg.create_tenant(ids.DEFAULT_TENANT)
+
+
+def _mosquitto_init(args: argparse.Namespace) -> int:
+    if args.config_file.exists():
+        print(f"{args.config_file} exists: not overwritten", file=sys.stderr)
+        return 1
+    password = hashing.generate_secret()
+    args.password_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(args.password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+    args.config_file.parent.mkdir(parents=True, exist_ok=True)
+    args.config_file.write_text(dynsec_config.render(password))
+    print(f"wrote {args.config_file}; admin {ADMIN_USERNAME}, password in {args.password_file}")
+    return 0
+
+
+def _render(result: Any, as_json: bool) -> None:
+    if result is None:
+        print("ok")
+        return
+    secret = None
+    if isinstance(result, Issued):
+        secret, result = result.secret, result.entity
+    rows = result if isinstance(result, list) else [result]
+    views = [public_view(r) if not isinstance(r, dict) else r for r in rows]
+    if as_json:
+        out: Any = views if isinstance(result, list) else views[0]
+        if secret is not None:
+            out = {**out, "secret": secret}
+        print(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        for view in views:
+            print(" ".join(f"{k}={_short(v)}" for k, v in view.items()))
+        if secret is not None:
+            print(f"secret: {secret}")
+            print("(shown once: the registry keeps only its hash)", file=sys.stderr)
+
+
+def _short(value: Any) -> str:
+    return (
+        json.dumps(value, separators=(",", ":")) if isinstance(value, dict | list) else str(value)
+    )
+
+
+def _mosquitto(cfg: RegistryConfig) -> DynsecClient | None:
+    if cfg.admin_password_file is None:
+        log.warning("no admin password file: changes go to the registry only, not to Mosquitto")
+        return None
+    password = cfg.admin_password_file.read_text().strip()
+    return DynsecClient(cfg.mqtt_host, cfg.mqtt_port, ADMIN_USERNAME, password)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args = _parser().parse_args(argv)
+    if args.area == "mosquitto-init":
+        return _mosquitto_init(args)
+    cfg = RegistryConfig.from_args(args)
+    store = KafkaStore(cfg.kafka_bootstrap, cfg.topic, cfg.audit_topic)
+    action = getattr(args, "action", None)
+    writes = (args.area, action) in WRITES or args.area == "mosquitto"
+    mosquitto: DynsecClient | None = None
+    try:
+        if args.area == "init":
+            store.ensure_topics()
+        if writes and args.area != "init":
+            mosquitto = _mosquitto(cfg)
+        reg = Registry.open(store, local_admin(getpass.getuser()), mosquitto, write=writes)
+        handlers: dict[str, Callable[[Registry, argparse.Namespace], Any]] = {
+            "init": _init,
+            "bootstrap-admin": lambda r, a: r.bootstrap_admin(a.name),
+            "tenant": _tenant,
+            "device": _device,
+            "account": _account,
+            "mosquitto": lambda r, _a: sync_mosquitto(r),
+        }
+        _render(handlers[args.area](reg, args), args.json)
+    except (RegistryError, StoreError, DynsecError, ValueError, OSError) as exc:
+        print(f"iot-devices: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if mosquitto is not None:
+            mosquitto.close()
+        store.close()
+    return 0

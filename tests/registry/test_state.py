@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+
+from registry.audit import AuditRecord
+from registry.model import Credentials, Device, Tenant
+from registry.state import encode, entity_key, rebuild
+
+CREDS = Credentials(secret_hash="h")
+
+
+def test_state_is_rebuilt_from_records_in_order_with_tombstones() -> None:
+    t1, t2 = Tenant("t1"), Tenant("t2")
+    d1 = Device("t1", "d1", credentials=CREDS)
+    d1_v2 = Device("t1", "d1", ("g",), True, CREDS, version=2)
+    same_id_other_tenant = Device("t2", "d1", credentials=CREDS)
+    records: list[tuple[bytes, bytes | None]] = [
+        encode(t1),
+        encode(t2),
+        encode(d1),
+        encode(same_id_other_tenant),
+        encode(d1_v2),
+        (entity_key(t2).encode(), None),
+    ]
+    state = rebuild(records)
+    assert state.tenants == {"t1": t1}
+    assert state.devices[("t1", "d1")] == d1_v2
+    assert state.devices[("t2", "d1")] == same_id_other_tenant
+    assert state.group_members("t1", "g") == [d1_v2]
+    records.append((entity_key(d1).encode(), None))
+    assert ("t1", "d1") not in rebuild(records).devices
+
+
+def test_bad_records_are_skipped_not_fatal() -> None:
+    good = encode(Tenant("t1"))
+    wrong_key = (b"tenant/t2", good[1])
+    state = rebuild([(b"tenant/x", b"not json"), wrong_key, good, (b"tenant/y", b"{}")])
+    assert list(state.tenants) == ["t1"]
+    assert state.skipped == 3
+
+
+def test_audit_record_shape() -> None:
+    record = AuditRecord(1700, "cli:ops", "device.add", "device/t1/d1", detail={"groups": []})
+    key, value = record.encode()
+    assert key == b"device/t1/d1"
+    assert json.loads(value) == {
+        "at": 1700,
+        "actor": "cli:ops",
+        "action": "device.add",
+        "entity": "device/t1/d1",
+        "outcome": "ok",
+        "detail": {"groups": []},
+    }
+    assert AuditRecord.decode(value) == record
