@@ -79,6 +79,12 @@ def _both(topic: str) -> list[AclRule]:
     return [AclRule(SUBSCRIBE, topic), AclRule(RECEIVE, topic)]
 
 
+def _shared(topic: str) -> list[AclRule]:
+    """Also as a shared subscription: dynsec checks the whole ``$share/{group}/...`` filter
+    (measured: ``devices/+/telemetry`` alone refuses ``$share/g/devices/+/telemetry``)."""
+    return [*_both(topic), AclRule(SUBSCRIBE, f"$share/+/{topic}")]
+
+
 def service_rules(role: Role, tenant: str | None) -> list[AclRule]:
     """The MQTT rules of a service role; operator roles have none (they act over HTTP)."""
     rules: list[AclRule] = []
@@ -86,13 +92,13 @@ def service_rules(role: Role, tenant: str | None) -> list[AclRule]:
         devices = f"{root}devices/+"
         if role is Role.BRIDGE:  # reads all device->cloud traffic
             for channel in ("telemetry", "events", "status", "replies/+"):
-                rules += _both(f"{devices}/{channel}")
+                rules += _shared(f"{devices}/{channel}")
         elif role is Role.COMMANDS:  # sends commands, reads replies
             rules += [
                 AclRule(PUBLISH, f"{devices}/commands/#"),
                 AclRule(PUBLISH, f"{root}groups/+/commands/#"),
             ]
-            rules += _both(f"{devices}/replies/+")
+            rules += _shared(f"{devices}/replies/+")
         elif role in (Role.EDGE, Role.API):  # acts for devices: their up-link, their commands
             rules += [AclRule(PUBLISH, f"{devices}/{ch}") for ch in DEVICE_PUBLISH]
             rules += _both(f"{devices}/commands/#")

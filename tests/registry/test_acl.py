@@ -64,6 +64,7 @@ def test_service_roles() -> None:
     assert _may(bridge, RECEIVE, "devices/d1/telemetry")
     assert _may(bridge, RECEIVE, "tenants/t9/devices/d1/events")
     assert not _may(bridge, PUBLISH, "devices/d1/commands/x")
+    assert _may(bridge, SUBSCRIBE, "$share/+/devices/+/telemetry")
     commands = acl.service_rules(Role.COMMANDS, None)
     assert _may(commands, PUBLISH, "devices/d1/commands/x")
     assert _may(commands, PUBLISH, "tenants/t1/groups/g/commands/x")

@@ -87,6 +87,10 @@ def test_a_device_speaks_only_for_itself(registry: Registry, dynsec_broker: Dyns
         assert sender.connected
         assert bridge.connected
         assert not bridge.subscribe("devices/+/telemetry").is_failure
+        assert not bridge.subscribe("$share/b/tenants/+/devices/+/events").is_failure
+        assert bridge.subscribe("devices/#").value == NOT_AUTHORIZED
+        assert a.subscribe("$share/x/devices/dA/commands/#").value == NOT_AUTHORIZED
+        assert a.subscribe("devices/dA/#").value == NOT_AUTHORIZED
         assert a.subscribe("#").value == NOT_AUTHORIZED
         assert a.subscribe("$SYS/#").value == NOT_AUTHORIZED
         assert a.subscribe("devices/dB/commands/#").value == NOT_AUTHORIZED
