@@ -31,6 +31,7 @@ class DynsecBroker:
     port: int
     password_file: Path
     log: Path
+    config: Path  # the dynsec file Mosquitto rewrites on every change
 
     @property
     def admin_password(self) -> str:
@@ -71,7 +72,7 @@ def dynsec_broker(tmp_path: Path) -> Iterator[DynsecBroker]:
                 pytest.fail(f"mosquitto did not start: {log.read_text() if log.exists() else ''}")
             time.sleep(0.1)
     try:
-        yield DynsecBroker(port, secret, log)
+        yield DynsecBroker(port, secret, log, dynsec)
     finally:
         proc.terminate()
         try:

@@ -188,6 +188,11 @@ def test_rotate_and_delete(registry: Registry, dynsec_broker: DynsecBroker) -> N
     gone = connack_of(port, "d1", new)
     assert gone.is_failure
     live.close()
+    # the secrets crossed Mosquitto in the clear, but it neither logged nor stored them
+    for text in (dynsec_broker.log.read_text(), dynsec_broker.config.read_text()):
+        assert old not in text
+        assert new not in text
+    assert "setClientPassword | username=d1 | password=******" in dynsec_broker.log.read_text()
 
 
 def test_disabling_a_tenant_drops_its_devices(

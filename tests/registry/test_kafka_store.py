@@ -57,6 +57,7 @@ def test_state_is_rebuilt_from_the_topic_after_a_restart(
     # the delete is a tombstone on the compacted topic
     records = again.store.read_all()
     assert (b"device/t1/gone", None) in records
+    assert not any(issued.secret.encode() in (value or b"") for _, value in records)
 
 
 def test_a_second_writer_fences_the_first(store_factory: Callable[[], KafkaStore]) -> None:
