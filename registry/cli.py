@@ -13,10 +13,12 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from registry import dynsec_config, hashing, ids
+from registry.audit import AuditRecord
 from registry.config import RegistryConfig, add_arguments
 from registry.dynsec import DynsecClient, DynsecError
 from registry.kafka_store import KafkaStore, StoreError
@@ -53,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     minit.add_argument("config_file", type=Path, help="plugin_opt_config_file of Mosquitto")
     minit.add_argument("--password-file", type=Path, required=True, help="Where to keep the "
                        "generated admin password (mode 0600).")  # fmt: skip
+    audit = sub.add_parser("audit", help="The audit trail: who changed what, when.")
+    audit.add_argument("--entity", help="Only entities whose key starts so (device/t1/...).")
+    audit.add_argument("--limit", type=int, default=50, help="The newest N records.")
     mosq = sub.add_parser("mosquitto", help="Mosquitto's access rules.")
     mosq.add_subparsers(dest="action", required=True).add_parser(
         "sync", help="Make Mosquitto's clients, roles and groups match the registry."
@@ -155,6 +160,13 @@ def _init(reg: Registry, _args: argparse.Namespace) -> Any:
     return reg.create_tenant(ids.DEFAULT_TENANT)
 
 
+def _audit(reg: Registry, args: argparse.Namespace) -> list[dict[str, Any]]:
+    records = [AuditRecord.decode(v) for _, v in reg.store.read_all(reg.store.audit_topic) if v]
+    if args.entity:
+        records = [r for r in records if r.entity.startswith(args.entity)]
+    return [asdict(r) for r in records[-args.limit :]]
+
+
 def _mosquitto_init(args: argparse.Namespace) -> int:
     if args.config_file.exists():
         print(f"{args.config_file} exists: not overwritten", file=sys.stderr)
@@ -229,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "device": _device,
             "account": _account,
             "mosquitto": lambda r, _a: sync_mosquitto(r),
+            "audit": _audit,
         }
         _render(handlers[args.area](reg, args), args.json)
     except (RegistryError, StoreError, DynsecError, ValueError, OSError) as exc:

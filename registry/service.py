@@ -65,6 +65,7 @@ class Registry:
         self.mosquitto = mosquitto
         self._clock = clock
         self.state = RegistryState()
+        self.writer = False
 
     @classmethod
     def open(
@@ -78,6 +79,7 @@ class Registry:
         registry = cls(store, actor, mosquitto)
         if write:
             store.open_writer()
+            registry.writer = True
         registry.reload()
         return registry
 
@@ -90,10 +92,15 @@ class Registry:
     # --- plumbing ------------------------------------------------------------------------------
 
     def _check(self, kind: str, access: str, tenant: str | None) -> None:
-        if not allowed(self.actor, kind, access, tenant):
-            raise ForbiddenError(
-                f"{self.actor.name} may not {access} {kind}s of {tenant or 'system'}"
+        if allowed(self.actor, kind, access, tenant):
+            return
+        scope = tenant or "system"
+        if access == WRITE and self.writer:  # a refused change is on the audit trail too
+            denied = AuditRecord(
+                self._now(), self.actor.name, f"{kind}.{access}", f"{kind}/{scope}", "denied"
             )
+            self.store.commit([], [denied])
+        raise ForbiddenError(f"{self.actor.name} may not {access} {kind}s of {scope}")
 
     def _commit(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -108,3 +109,15 @@ def test_cli_end_to_end(
     assert connack_of(dynsec_broker.port, "t1/pump", new).is_failure
     names = [a["name"] for a in json.loads(run("--json", "account", "list"))]
     assert names == ["bridge", "root"]
+    trail = json.loads(run("--json", "audit", "--entity", "device/t1/pump"))
+    assert [r["action"] for r in trail] == [
+        "device.add",
+        "device.disable",
+        "device.enable",
+        "device.rotate",
+        "device.groups",
+        "tenant.delete",
+    ]
+    assert {r["actor"] for r in trail} == {f"cli:{getpass.getuser()}"}
+    assert secret not in json.dumps(trail)
+    assert new not in json.dumps(trail)

@@ -204,6 +204,12 @@ def test_actors_are_limited_by_their_roles(store: MemoryStore) -> None:
     viewer = _registry(store, actor=Actor("svc/v", (Role.VIEWER,)))
     with pytest.raises(ForbiddenError):
         viewer.rotate_device("t1", "d1")
+    denied = [(a.actor, a.action, a.entity) for a in store.audits if a.outcome == "denied"]
+    assert denied == [
+        ("svc/ta", "device.write", "device/t2"),
+        ("svc/ta", "tenant.write", "tenant/system"),
+        ("svc/v", "device.write", "device/t1"),
+    ]
 
 
 def test_certificate_only_device(store: MemoryStore) -> None:
