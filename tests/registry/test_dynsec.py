@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.reasoncodes import ReasonCode
 
 from registry.dynsec import DynsecClient, DynsecError
 from registry.kafka_store import KafkaStore
@@ -206,3 +209,97 @@ def test_disabling_a_tenant_drops_its_devices(
     assert plain.connected
     t1.close()
     plain.close()
+
+
+def test_mqtt311_and_qos0_denials_are_silent(
+    registry: Registry, dynsec_broker: DynsecBroker
+) -> None:
+    """What a device that cannot be told sees: a plain PUBACK (3.1.1) or nothing (QoS 0)."""
+    port = dynsec_broker.port
+    reader = registry.create_account("bridge", [Role.BRIDGE]).secret
+    assert reader is not None
+    bridge = Probe(port, "svc/bridge", reader)
+    assert not bridge.subscribe("devices/+/telemetry").is_failure
+    secret = _secret(registry, "default", "old")
+    acks: dict[int, ReasonCode] = {}
+    connacks: list[ReasonCode] = []
+    v311 = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="old", protocol=mqtt.MQTTv311)
+    v311.username_pw_set("old", secret)
+    v311.on_connect = lambda _c, _u, _f, rc, _p: connacks.append(rc)
+    v311.on_publish = lambda _c, _u, mid, rc, _p: acks.__setitem__(mid, rc)
+    v311.connect("127.0.0.1", port)
+    v311.loop_start()
+    try:
+        deadline = time.monotonic() + 5
+        while not connacks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert connacks
+        assert not connacks[0].is_failure
+        forged = v311.publish("devices/other/telemetry", b"forged", qos=1)
+        v311.publish("devices/other/telemetry", b"forged0", qos=0)
+        own = v311.publish("devices/old/telemetry", b"own", qos=1)
+        while len(acks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not acks[forged.mid].is_failure  # 3.1.1 PUBACK carries no reason code
+        assert not acks[own.mid].is_failure
+        time.sleep(0.3)
+        assert bridge.messages == [("devices/old/telemetry", b"own")]
+        assert "Denied PUBLISH from old" in dynsec_broker.log.read_text()
+    finally:
+        v311.disconnect()
+        v311.loop_stop()
+        bridge.close()
+
+
+def test_group_membership_changes_apply_at_once(
+    registry: Registry, dynsec_broker: DynsecBroker
+) -> None:
+    """2.0.11's dynsec drops a client whose groups change (0x98), so the device reconnects
+    under its new rules: measured, not chosen."""
+    port = dynsec_broker.port
+    cmd = registry.create_account("cmd", [Role.COMMANDS]).secret
+    assert cmd is not None
+    secret = _secret(registry, "default", "d1", ("floor",))
+    sender = Probe(port, "svc/cmd", cmd)
+    bystander = Probe(port, "d2", _secret(registry, "default", "d2", ("floor",)))
+    member = Probe(port, "d1", secret)
+    try:
+        assert not member.subscribe("groups/floor/commands/#").is_failure
+        assert sender.publish("groups/floor/commands/a").value == 0
+        _secret(registry, "default", "d3", ("floor",))  # a new member: nobody else dropped
+        time.sleep(0.5)
+        assert member.connected
+        assert bystander.connected
+        registry.set_device_groups("default", "d1", remove=["floor"])
+        assert member.wait_gone(5.0)
+        assert member.disconnect is not None
+        assert member.disconnect.value == ADMINISTRATIVE_ACTION
+        assert bystander.connected  # only the changed device is dropped
+        member.close()
+        member = Probe(port, "d1", secret)
+        assert member.connected
+        assert member.subscribe("groups/floor/commands/#").value == NOT_AUTHORIZED
+        registry.set_device_groups("default", "d1", add=["lab"])
+        assert member.wait_gone(5.0)
+        member.close()
+        member = Probe(port, "d1", secret)
+        assert not member.subscribe("groups/lab/commands/#").is_failure
+    finally:
+        for probe in (sender, bystander, member):
+            probe.close()
+
+
+def test_edge_account_acts_for_its_tenant_only(
+    registry: Registry, dynsec_broker: DynsecBroker
+) -> None:
+    secret = registry.create_account("site-1", [Role.EDGE], tenant="t1").secret
+    assert secret is not None
+    edge = Probe(dynsec_broker.port, "svc/site-1", secret)
+    try:
+        assert edge.publish("tenants/t1/devices/x/telemetry").value in (0, NO_MATCHING_SUBSCRIBERS)
+        assert edge.publish("devices/x/telemetry").value == NOT_AUTHORIZED
+        assert edge.publish("tenants/t2/devices/x/telemetry").value == NOT_AUTHORIZED
+        assert not edge.subscribe("tenants/t1/devices/+/commands/#").is_failure
+        assert edge.subscribe("tenants/t2/devices/+/commands/#").value == NOT_AUTHORIZED
+    finally:
+        edge.close()
