@@ -147,7 +147,28 @@ def set_devices_enabled(devices: Iterable[Device], tenant_enabled: bool) -> list
     ]
 
 
-def add_account(account: ServiceAccount, secret: str | None) -> list[Command]:
+def set_accounts_enabled(accounts: Iterable[ServiceAccount], tenant_enabled: bool) -> list[Command]:
+    """A tenant disabled or enabled: its accounts with a Mosquitto client follow."""
+    return [
+        _enabled(topics.account_username(a.name), tenant_enabled and not a.disabled)
+        for a in accounts
+        if any(r in MQTT_ROLES for r in a.roles)
+    ]
+
+
+def delete_groups(tenant: str, groups: Iterable[str]) -> list[Command]:
+    """The dynsec groups and roles of a deleted tenant's groups."""
+    cmds: list[Command] = []
+    for group in sorted(set(groups)):
+        name, role = acl.dynsec_group_name(tenant, group), acl.group_role_name(tenant, group)
+        cmds.append(Command({"command": "deleteGroup", "groupname": name}, MISSING))
+        cmds.append(Command({"command": "deleteRole", "rolename": role}, MISSING))
+    return cmds
+
+
+def add_account(
+    account: ServiceAccount, secret: str | None, tenant_disabled: bool = False
+) -> list[Command]:
     """Accounts without an MQTT role (operators) get no Mosquitto client at all."""
     mqtt_roles = [r for r in account.roles if r in MQTT_ROLES]
     if not mqtt_roles:
@@ -161,12 +182,14 @@ def add_account(account: ServiceAccount, secret: str | None) -> list[Command]:
     username = topics.account_username(account.name)
     cmds.insert(0, Command({"command": "deleteClient", "username": username}, MISSING))
     cmds.append(_client(username, secret, names, []))
-    if account.disabled:
+    if account.disabled or tenant_disabled:
         cmds.append(_enabled(username, False))
     return cmds
 
 
-def update_account(old: ServiceAccount, new: ServiceAccount, secret: str | None) -> list[Command]:
+def update_account(
+    old: ServiceAccount, new: ServiceAccount, secret: str | None, tenant_disabled: bool = False
+) -> list[Command]:
     if not any(r in MQTT_ROLES for r in new.roles):
         return []
     username = topics.account_username(new.name)
@@ -176,7 +199,7 @@ def update_account(old: ServiceAccount, new: ServiceAccount, secret: str | None)
             Command({"command": "setClientPassword", "username": username, "password": secret})
         )
     if old.disabled != new.disabled or secret is not None:
-        cmds.append(_enabled(username, not new.disabled))
+        cmds.append(_enabled(username, not new.disabled and not tenant_disabled))
     return cmds
 
 

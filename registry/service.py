@@ -157,6 +157,7 @@ class Registry:
         old = self.tenant(tenant_id)
         new = bump(old, self._now(), disabled=disabled)
         cmds = plan.set_devices_enabled(self.state.devices_of(tenant_id), not disabled)
+        cmds += plan.set_accounts_enabled(self._accounts_of(tenant_id), not disabled)
         self._commit("tenant.disable" if disabled else "tenant.enable", put=[new], commands=cmds)
         return new
 
@@ -170,7 +171,7 @@ class Registry:
         self._check("tenant", WRITE, None)
         tenant = self.tenant(tenant_id)
         devices = self.state.devices_of(tenant_id)
-        accounts = [a for a in self.state.accounts.values() if a.tenant == tenant_id]
+        accounts = self._accounts_of(tenant_id)
         if (devices or accounts) and not cascade:
             raise ConflictError(
                 f"tenant {tenant_id!r} has {len(devices)} device(s) and {len(accounts)} "
@@ -178,7 +179,18 @@ class Registry:
             )
         cmds = [c for d in devices for c in plan.delete_device(d)]
         cmds += [c for a in accounts for c in plan.delete_account(a)]
+        cmds += plan.delete_groups(tenant_id, (g for d in devices for g in d.groups))
         self._commit("tenant.delete", delete=[*devices, *accounts, tenant], commands=cmds)
+
+    def _accounts_of(self, tenant_id: str) -> list[ServiceAccount]:
+        return [a for _, a in sorted(self.state.accounts.items()) if a.tenant == tenant_id]
+
+    def _tenant_disabled(self, tenant_id: str | None) -> bool:
+        """True if ``tenant_id`` names a tenant that is disabled or gone (None: system)."""
+        if tenant_id is None:
+            return False
+        owner = self.state.tenants.get(tenant_id)
+        return owner is None or owner.disabled
 
     # --- devices -------------------------------------------------------------------------------
 
@@ -240,8 +252,7 @@ class Registry:
         self._check("device", WRITE, tenant)
         old = self.device(tenant, device_id)
         new = bump(old, self._now(), **changes)
-        owner = self.state.tenants.get(tenant)
-        cmds = plan.update_device(old, new, secret, owner is not None and owner.disabled)
+        cmds = plan.update_device(old, new, secret, self._tenant_disabled(tenant))
         detail = {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
         detail.pop("credentials", None)
         self._commit(action, put=[new], commands=cmds, detail=detail)
@@ -319,7 +330,7 @@ class Registry:
             updated_at=now,
         )
         detail = {"roles": [str(r) for r in account.roles], "tenant": tenant}
-        cmds = plan.add_account(account, secret)
+        cmds = plan.add_account(account, secret, self._tenant_disabled(tenant))
         self._commit(f"account.{action}", put=[account], commands=cmds, detail=detail)
         return Issued(account, secret)
 
@@ -336,7 +347,7 @@ class Registry:
         self._check("account", WRITE, old.tenant)
         new = bump(old, self._now(), **changes)
         detail = {k: v for k, v in changes.items() if k != "credentials"}
-        cmds = plan.update_account(old, new, secret)
+        cmds = plan.update_account(old, new, secret, self._tenant_disabled(new.tenant))
         self._commit(action, put=[new], commands=cmds, detail=detail)
         return new
 
@@ -360,6 +371,8 @@ class Registry:
         """The actor behind ``name``/``secret`` (for the HTTP service), or None."""
         account = self.state.accounts.get(name)
         if account is None or account.disabled or account.credentials.secret_hash is None:
+            return None
+        if self._tenant_disabled(account.tenant):
             return None
         if not hashing.verify_secret(secret, account.credentials.secret_hash):
             return None

@@ -50,12 +50,13 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
         if not any(r in MQTT_ROLES for r in account.roles):
             continue
         username = topics.account_username(account.name)
+        owner = state.tenants.get(account.tenant or "")
+        tenant_on = account.tenant is None or (owner is not None and not owner.disabled)
         if username not in existing:
             missing.append(username)
-            wanted[username] = plan.add_account(account, None)
+            wanted[username] = plan.add_account(account, None, not tenant_on)
         else:
-            command = "disableClient" if account.disabled else "enableClient"
-            wanted[username] = [Command({"command": command, "username": username})]
+            wanted[username] = plan.set_accounts_enabled([account], tenant_on)
     stale = sorted(existing - set(wanted) - {topics.ADMIN_USERNAME})
     cmds = plan.default_access()
     cmds += [Command({"command": "deleteClient", "username": u}, plan.MISSING) for u in stale]

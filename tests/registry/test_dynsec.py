@@ -203,12 +203,20 @@ def test_disabling_a_tenant_drops_its_devices(
 ) -> None:
     port = dynsec_broker.port
     t1 = Probe(port, "t1/d1", _secret(registry, "t1", "d1"))
+    site = registry.create_account("site", [Role.EDGE], tenant="t1").secret
+    assert site is not None
+    edge = Probe(port, "svc/site", site)
     plain = Probe(port, "d1", _secret(registry, "default", "d1"))
+    assert edge.connected
     registry.set_tenant_disabled("t1", True)
     assert t1.wait_gone(5.0)
+    assert edge.wait_gone(5.0)
     assert plain.connected
-    t1.close()
-    plain.close()
+    assert connack_of(port, "svc/site", site).is_failure
+    registry.set_tenant_disabled("t1", False)
+    assert not connack_of(port, "svc/site", site).is_failure
+    for probe in (t1, edge, plain):
+        probe.close()
 
 
 def test_mqtt311_and_qos0_denials_are_silent(

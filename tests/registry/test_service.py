@@ -121,7 +121,11 @@ def test_conflicts_and_missing(store: MemoryStore) -> None:
         reg.add_device("t1", "d2")
     with pytest.raises(ConflictError, match="cascade"):
         reg.delete_tenant("t1")
+    reg.set_device_groups("t1", "d1", add=["g"])
+    mosq = RecordingMosquitto()
+    reg.mosquitto = cast(DynsecClient, mosq)
     reg.delete_tenant("t1", cascade=True)
+    assert _commands(mosq) == ["deleteClient", "deleteRole", "deleteGroup", "deleteRole"]
     assert _registry(store).state.devices == {}
 
 
@@ -149,7 +153,13 @@ def test_tenant_disable_disables_its_devices(store: MemoryStore, mosq: Recording
     ]
     assert issued.secret is not None
     assert not reg.verify_device("t1", "d1", issued.secret)
+    edge = reg.create_account("site", [Role.EDGE], tenant="t1")
+    assert edge.secret is not None
+    assert mosq.calls[-1][-1] == {"command": "disableClient", "username": "svc/site"}
+    assert reg.authenticate_account("site", edge.secret) is None
     reg.set_tenant_disabled("t1", False)
+    assert mosq.calls[-1][-1] == {"command": "enableClient", "username": "svc/site"}
+    assert reg.authenticate_account("site", edge.secret) is not None
     assert mosq.calls[-1][0] == {"command": "enableClient", "username": "t1/d1"}
     assert mosq.calls[-1][1] == {"command": "disableClient", "username": "t1/d2"}
 
