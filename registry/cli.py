@@ -20,11 +20,12 @@ from typing import Any
 from registry import dynsec_config, hashing, ids
 from registry.audit import AuditRecord
 from registry.config import RegistryConfig, add_arguments
-from registry.dynsec import DynsecClient, DynsecError
-from registry.kafka_store import KafkaStore, StoreError
+from registry.dynsec import DynsecClient
+from registry.errors import RegistryError
+from registry.kafka_store import KafkaStore
 from registry.model import Quotas, Role, public_view
 from registry.permissions import local_admin
-from registry.service import Issued, Registry, RegistryError
+from registry.service import Issued, Registry
 from registry.sync import sync_mosquitto
 from registry.topics import ADMIN_USERNAME
 
@@ -215,7 +216,7 @@ def _mosquitto(cfg: RegistryConfig) -> DynsecClient | None:
         log.warning("no admin password file: changes go to the registry only, not to Mosquitto")
         return None
     password = cfg.admin_password_file.read_text().strip()
-    return DynsecClient(cfg.mqtt_host, cfg.mqtt_port, ADMIN_USERNAME, password)
+    return DynsecClient(cfg.mqtt_host, cfg.mqtt_port, ADMIN_USERNAME, password).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -244,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "audit": _audit,
         }
         _render(handlers[args.area](reg, args), args.json)
-    except (RegistryError, StoreError, DynsecError, ValueError, OSError) as exc:
+    except (RegistryError, OSError) as exc:
         print(f"iot-devices: {exc}", file=sys.stderr)
         return 1
     finally:

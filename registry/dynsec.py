@@ -21,6 +21,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from registry.dynsec_plan import Command
+from registry.errors import RegistryError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ RESPONSE_TOPIC = f"{CONTROL_TOPIC}/response"
 BATCH = 100  # commands per request message
 
 
-class DynsecError(RuntimeError):
+class DynsecError(RegistryError):
     """Mosquitto refused a command, or could not be reached."""
 
 
@@ -37,30 +38,37 @@ class DynsecClient:
     def __init__(
         self, host: str, port: int, username: str, password: str, timeout: float = 10.0
     ) -> None:
+        self.host, self.port = host, port
         self.timeout = timeout
+        self._credentials = (username, password)
         self._lock = threading.Lock()
         self._waiting: dict[str, dict[str, Any] | None] = {}
         self._arrived = threading.Condition(self._lock)
         self._ready = threading.Event()
         self._connect_error: str | None = None
+        self._client: mqtt.Client | None = None
+
+    def start(self) -> DynsecClient:
+        """Log in as the dynsec admin and subscribe to the responses; returns self."""
         client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=f"iot-registry-{uuid.uuid4().hex[:8]}",
             protocol=mqtt.MQTTv5,
         )
-        client.username_pw_set(username, password)
+        client.username_pw_set(*self._credentials)
         client.on_connect = self._on_connect
         client.on_subscribe = self._on_subscribe
         client.on_message = self._on_message
-        self._client = client
         try:
-            client.connect(host, port, keepalive=30)
+            client.connect(self.host, self.port, keepalive=30)
         except OSError as exc:
-            raise DynsecError(f"cannot reach Mosquitto at {host}:{port}: {exc}") from exc
+            raise DynsecError(f"cannot reach Mosquitto at {self.host}:{self.port}: {exc}") from exc
+        self._client = client
         client.loop_start()
-        if not self._ready.wait(timeout) or self._connect_error:
+        if not self._ready.wait(self.timeout) or self._connect_error:
             self.close()
             raise DynsecError(f"Mosquitto admin login failed: {self._connect_error or 'no answer'}")
+        return self
 
     def _on_connect(
         self, client: mqtt.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Properties | None
@@ -103,6 +111,8 @@ class DynsecClient:
         bodies = [{**c.body, "correlationData": i} for c, i in zip(commands, ids, strict=True)]
         with self._arrived:
             self._waiting.update(dict.fromkeys(ids))
+        if self._client is None:
+            raise DynsecError("not connected: call start() first")
         info = self._client.publish(CONTROL_TOPIC, json.dumps({"commands": bodies}), qos=1)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise DynsecError(f"publish to {CONTROL_TOPIC} failed: {mqtt.error_string(info.rc)}")
@@ -127,5 +137,7 @@ class DynsecClient:
         return [str(c) for c in answer.get("data", {}).get("clients", [])]
 
     def close(self) -> None:
-        self._client.disconnect()
-        self._client.loop_stop()
+        client, self._client = self._client, None
+        if client is not None:
+            client.disconnect()
+            client.loop_stop()

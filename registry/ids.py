@@ -11,6 +11,7 @@ import re
 from typing import Final
 
 from bridge.topics import DEVICE_ID_RE
+from registry.errors import RegistryError
 
 DEFAULT_TENANT: Final = "default"
 
@@ -19,7 +20,7 @@ GROUP_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 ACCOUNT_RE: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 
-class InvalidIdError(ValueError):
+class InvalidIdError(RegistryError, ValueError):
     """An identifier that does not match its pattern."""
 
 

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from registry.audit import AuditRecord
+from registry.errors import RegistryError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ AUDIT_TOPIC = "iot.registry.audit"
 TRANSACTIONAL_ID = "iot-registry"
 
 
-class StoreError(RuntimeError):
+class StoreError(RegistryError):
     """Kafka refused or could not be reached."""
 
 

@@ -12,12 +12,13 @@ from enum import StrEnum
 from typing import Any
 
 from registry import ids
+from registry.errors import RegistryError
 
 RESERVED_TENANTS = frozenset({"svc"})  # "svc/<name>" is a service account's MQTT user name
 RESERVED_ACCOUNTS = frozenset({"registry"})  # the registry's own Mosquitto admin client
 
 
-class ModelError(ValueError):
+class ModelError(RegistryError, ValueError):
     """An entity that breaks a registry rule."""
 
 

@@ -18,14 +18,11 @@ from registry import dynsec_plan as plan
 from registry import hashing, ids
 from registry.audit import AuditRecord
 from registry.dynsec import DynsecClient, DynsecError
+from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import Credentials, Device, Entity, Quotas, Role, ServiceAccount, Tenant, bump
 from registry.permissions import READ, WRITE, Actor, allowed
 from registry.state import RegistryState, encode, entity_key, rebuild
-
-
-class RegistryError(Exception):
-    """A request the registry refuses (the message says why)."""
 
 
 class NotFoundError(RegistryError):

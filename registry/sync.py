@@ -14,8 +14,9 @@ from typing import Any
 from registry import acl, topics
 from registry import dynsec_plan as plan
 from registry.dynsec_plan import Command
+from registry.errors import RegistryError
 from registry.model import MQTT_ROLES
-from registry.service import Registry, RegistryError
+from registry.service import Registry
 
 
 def sync_mosquitto(registry: Registry) -> dict[str, Any]:

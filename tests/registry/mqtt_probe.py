@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -89,6 +90,16 @@ class Probe:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def connack_of(

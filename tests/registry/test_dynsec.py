@@ -18,7 +18,7 @@ from registry.permissions import local_admin
 from registry.service import Registry
 from registry.topics import ADMIN_USERNAME
 from tests.registry.conftest import DynsecBroker
-from tests.registry.mqtt_probe import Probe, connack_of
+from tests.registry.mqtt_probe import Probe, connack_of, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def registry(
 ) -> Iterator[Registry]:
     mosquitto = DynsecClient(
         "127.0.0.1", dynsec_broker.port, ADMIN_USERNAME, dynsec_broker.admin_password
-    )
+    ).start()
     reg = Registry.open(store_factory(), local_admin("test"), mosquitto, write=True)
     reg.create_tenant("default")
     reg.create_tenant("t1")
@@ -51,7 +51,7 @@ def _secret(reg: Registry, tenant: str, device: str, groups: tuple[str, ...] = (
 
 def test_admin_login_is_checked(dynsec_broker: DynsecBroker) -> None:
     with pytest.raises(DynsecError, match="login failed"):
-        DynsecClient("127.0.0.1", dynsec_broker.port, ADMIN_USERNAME, "wrong", timeout=5)
+        DynsecClient("127.0.0.1", dynsec_broker.port, ADMIN_USERNAME, "wrong", timeout=5).start()
 
 
 def test_who_may_connect(registry: Registry, dynsec_broker: DynsecBroker) -> None:
@@ -114,13 +114,25 @@ def test_a_device_speaks_only_for_itself(registry: Registry, dynsec_broker: Dyns
 
         assert not sender.publish("devices/dB/commands/reboot").is_failure
         assert not sender.publish("groups/floor/commands/blink").is_failure
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and (len(b.messages) < 1 or len(a.messages) < 1):
-            time.sleep(0.05)
-        time.sleep(0.3)
-        assert b.messages == [("devices/dB/commands/reboot", b"{}")]
-        assert a.messages == [("groups/floor/commands/blink", b"{}")]
-        assert [t for t, _ in bridge.messages] == ["devices/dA/telemetry"]  # not the forged one
+        # end markers, published last: once they arrived, anything else would have too
+        assert not sender.publish("devices/dB/commands/end").is_failure
+        assert not sender.publish("groups/floor/commands/end").is_failure
+        assert a.publish("devices/dA/telemetry", b"end").value == 0
+        assert wait_for(lambda: ("devices/dB/commands/end", b"{}") in b.messages)
+        assert wait_for(lambda: ("groups/floor/commands/end", b"{}") in a.messages)
+        assert wait_for(lambda: ("devices/dA/telemetry", b"end") in bridge.messages)
+        assert b.messages == [
+            ("devices/dB/commands/reboot", b"{}"),
+            ("devices/dB/commands/end", b"{}"),
+        ]
+        assert a.messages == [
+            ("groups/floor/commands/blink", b"{}"),
+            ("groups/floor/commands/end", b"{}"),
+        ]
+        assert bridge.messages == [  # not the forged one
+            ("devices/dA/telemetry", b'{"seq":1}'),
+            ("devices/dA/telemetry", b"end"),
+        ]
     finally:
         for probe in (a, b, sender, bridge):
             probe.close()
@@ -238,19 +250,15 @@ def test_mqtt311_and_qos0_denials_are_silent(
     v311.connect("127.0.0.1", port)
     v311.loop_start()
     try:
-        deadline = time.monotonic() + 5
-        while not connacks and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert connacks
+        assert wait_for(lambda: bool(connacks))
         assert not connacks[0].is_failure
         forged = v311.publish("devices/other/telemetry", b"forged", qos=1)
         v311.publish("devices/other/telemetry", b"forged0", qos=0)
         own = v311.publish("devices/old/telemetry", b"own", qos=1)
-        while len(acks) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_for(lambda: forged.mid in acks and own.mid in acks)
         assert not acks[forged.mid].is_failure  # 3.1.1 PUBACK carries no reason code
         assert not acks[own.mid].is_failure
-        time.sleep(0.3)
+        assert wait_for(lambda: len(bridge.messages) > 0)  # own was published last
         assert bridge.messages == [("devices/old/telemetry", b"own")]
         assert "Denied PUBLISH from old" in dynsec_broker.log.read_text()
     finally:
@@ -275,9 +283,10 @@ def test_group_membership_changes_apply_at_once(
         assert not member.subscribe("groups/floor/commands/#").is_failure
         assert sender.publish("groups/floor/commands/a").value == 0
         _secret(registry, "default", "d3", ("floor",))  # a new member: nobody else dropped
-        time.sleep(0.5)
-        assert member.connected
-        assert bystander.connected
+        # a SUBACK now proves the connection outlived the change (Mosquitto kicks before it
+        # answers the dynsec command that the registry waited for)
+        assert not member.subscribe("devices/d1/commands/#").is_failure
+        assert not bystander.subscribe("devices/d2/commands/#").is_failure
         registry.set_device_groups("default", "d1", remove=["floor"])
         assert member.wait_gone(5.0)
         assert member.disconnect is not None

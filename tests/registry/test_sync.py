@@ -8,10 +8,11 @@ import pytest
 
 from registry.dynsec import DynsecClient
 from registry.dynsec_plan import Command
+from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
-from registry.service import Registry, RegistryError
+from registry.service import Registry
 from registry.sync import sync_mosquitto
 from registry.topics import ADMIN_USERNAME
 from tests.registry.conftest import DynsecBroker
@@ -25,6 +26,7 @@ def test_sync_converges_mosquitto_on_the_registry(
 ) -> None:
     port = dynsec_broker.port
     admin = DynsecClient("127.0.0.1", port, ADMIN_USERNAME, dynsec_broker.admin_password)
+    admin.start()
     store = store_factory()
     try:
         online = Registry.open(store, local_admin("t"), admin, write=True)
