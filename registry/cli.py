@@ -41,6 +41,30 @@ WRITES = {
 }  # fmt: skip
 
 
+_TENANT_HELP = {
+    "create": "Create a tenant.",
+    "quotas": "Replace a tenant's quotas (an omitted quota means unlimited).",
+    "show": "Show one tenant.",
+    "disable": "Disable a tenant: its devices and accounts are dropped and refused.",
+    "enable": "Enable a tenant again.",
+    "delete": "Delete a tenant (refused while it has devices or accounts, unless --cascade).",
+}
+_DEVICE_HELP = {
+    "show": "Show one device (never its secret).",
+    "disable": "Disable a device: Mosquitto drops it at once and refuses it after.",
+    "enable": "Enable a device again.",
+    "rotate": "Issue a new secret (printed once); the old one stops working at once.",
+    "delete": "Delete a device and its Mosquitto client.",
+}
+_ACCOUNT_HELP = {
+    "show": "Show one account.",
+    "disable": "Disable an account.",
+    "enable": "Enable an account again.",
+    "rotate": "Issue a new secret (printed once).",
+    "delete": "Delete an account.",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iot-devices", description=__doc__)
     add_arguments(parser)
@@ -49,11 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("init", help="Create the registry topics and the default tenant.")
     boot = sub.add_parser("bootstrap-admin", help="Create the first administrator account.")
-    boot.add_argument("name")
+    boot.add_argument("name", help="Account name of the first administrator.")
     minit = sub.add_parser(
         "mosquitto-init", help="Write Mosquitto's first dynamic-security file (admin only)."
     )
-    minit.add_argument("config_file", type=Path, help="plugin_opt_config_file of Mosquitto")
+    minit.add_argument("config_file", type=Path, help="plugin_opt_config_file of Mosquitto.")
     minit.add_argument("--password-file", type=Path, required=True, help="Where to keep the "
                        "generated admin password (mode 0600).")  # fmt: skip
     audit = sub.add_parser("audit", help="The audit trail: who changed what, when.")
@@ -65,15 +89,15 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     tenant = sub.add_parser("tenant", help="Tenants.").add_subparsers(dest="action", required=True)
-    for name in ("create", "quotas"):
-        p = tenant.add_parser(name, help=f"{name} a tenant" if name == "create" else "Set quotas.")
-        p.add_argument("id")
-        p.add_argument("--max-devices", type=int, default=None)
-        p.add_argument("--max-msgs-per-s", type=float, default=None)
-    tenant.add_parser("list")
-    for name in ("show", "disable", "enable", "delete"):
-        p = tenant.add_parser(name)
-        p.add_argument("id")
+    tenant.add_parser("list", help="List tenants.")
+    for name, text in _TENANT_HELP.items():
+        p = tenant.add_parser(name, help=text)
+        p.add_argument("id", help="Tenant id.")
+        if name in ("create", "quotas"):
+            p.add_argument("--max-devices", type=int, help="Device quota (default: unlimited).")
+            p.add_argument(
+                "--max-msgs-per-s", type=float, help="Message rate quota (default: unlimited)."
+            )
         if name == "delete":
             p.add_argument("--cascade", action="store_true", help="Delete its devices too.")
 
@@ -83,27 +107,32 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--cert-fingerprint", help="SHA-256 fingerprint of its client certificate.")
     add.add_argument("--no-secret", action="store_true", help="Certificate only, no secret.")
     lst = device.add_parser("list", help="List or search devices.")
-    lst.add_argument("--search", help="Part of the device id.")
-    lst.add_argument("--group")
-    for name in ("show", "disable", "enable", "rotate", "delete"):
-        device.add_parser(name)
+    lst.add_argument("--search", help="Part of the device id (any case).")
+    lst.add_argument("--group", help="Only members of this group.")
+    for name, text in _DEVICE_HELP.items():
+        device.add_parser(name, help=text)
     grp = device.add_parser("groups", help="Change group membership.")
-    grp.add_argument("--add", action="append", default=[])
-    grp.add_argument("--remove", action="append", default=[])
+    grp.add_argument("--add", action="append", default=[], help="Join a group (repeatable).")
+    grp.add_argument("--remove", action="append", default=[], help="Leave a group (repeatable).")
     for name, p in device.choices.items():
-        p.add_argument("--tenant", default=None if name == "list" else ids.DEFAULT_TENANT)
-        if name != "list":
-            p.add_argument("id")
+        if name == "list":
+            p.add_argument("--tenant", help="Only this tenant's devices.")
+            continue
+        p.add_argument("--tenant", default=ids.DEFAULT_TENANT, help="The device's tenant.")
+        p.add_argument("id", help="Device id.")
 
     account = sub.add_parser("account", help="Service accounts.")
     acts = account.add_subparsers(dest="action", required=True)
     create = acts.add_parser("create", help="Create an account; prints its secret once.")
-    create.add_argument("name")
-    create.add_argument("--role", action="append", required=True, choices=[str(r) for r in Role])
-    create.add_argument("--tenant", default=None, help="Omit for a system-wide account.")
-    acts.add_parser("list")
-    for name in ("show", "disable", "enable", "rotate", "delete"):
-        acts.add_parser(name).add_argument("name")
+    create.add_argument("name", help="Account name.")
+    create.add_argument(
+        "--role", action="append", required=True, choices=[str(r) for r in Role],
+        help="Role (repeatable).",
+    )  # fmt: skip
+    create.add_argument("--tenant", help="Its tenant; omit for a system-wide account.")
+    acts.add_parser("list", help="List accounts.")
+    for name, text in _ACCOUNT_HELP.items():
+        acts.add_parser(name, help=text).add_argument("name", help="Account name.")
     return parser
 
 
