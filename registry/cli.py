@@ -104,7 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     device = sub.add_parser("device", help="Devices.").add_subparsers(dest="action", required=True)
     add = device.add_parser("add", help="Register a device; prints its secret once.")
     add.add_argument("--group", action="append", default=[], help="Group (repeatable).")
-    add.add_argument("--cert-fingerprint", help="SHA-256 fingerprint of its client certificate.")
+    add.add_argument(
+        "--cert-fingerprint", help="SHA-256 fingerprint of its client certificate (one device)."
+    )
     add.add_argument("--no-secret", action="store_true", help="Certificate only, no secret.")
     lst = device.add_parser("list", help="List or search devices.")
     lst.add_argument("--search", help="Part of the device id (any case).")
@@ -119,7 +121,10 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--tenant", help="Only this tenant's devices.")
             continue
         p.add_argument("--tenant", default=ids.DEFAULT_TENANT, help="The device's tenant.")
-        p.add_argument("id", help="Device id.")
+        if name == "add":  # several at once: one transaction, one Mosquitto batch
+            p.add_argument("id", nargs="+", help="Device id(s).")
+        else:
+            p.add_argument("id", help="Device id.")
 
     account = sub.add_parser("account", help="Service accounts.")
     acts = account.add_subparsers(dest="action", required=True)
@@ -157,8 +162,12 @@ def _tenant(reg: Registry, args: argparse.Namespace) -> Any:
 def _device(reg: Registry, args: argparse.Namespace) -> Any:
     t = args.tenant
     actions: dict[str, Callable[[], Any]] = {
-        "add": lambda: reg.add_device(
-            t, args.id, args.group, args.cert_fingerprint, with_secret=not args.no_secret
+        "add": lambda: (
+            reg.add_device(
+                t, args.id[0], args.group, args.cert_fingerprint, with_secret=not args.no_secret
+            )
+            if len(args.id) == 1
+            else reg.add_devices(t, args.id, args.group, None, with_secret=not args.no_secret)
         ),
         "list": lambda: reg.devices(t, args.search, args.group),
         "show": lambda: reg.device(t, args.id),
@@ -212,26 +221,29 @@ def _mosquitto_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _view(item: Any) -> dict[str, Any]:
+    if isinstance(item, Issued):
+        view = public_view(item.entity)
+        return view if item.secret is None else {**view, "secret": item.secret}
+    return item if isinstance(item, dict) else public_view(item)
+
+
 def _render(result: Any, as_json: bool) -> None:
     if result is None:
         print("ok")
         return
-    secret = None
-    if isinstance(result, Issued):
-        secret, result = result.secret, result.entity
     rows = result if isinstance(result, list) else [result]
-    views = [public_view(r) if not isinstance(r, dict) else r for r in rows]
+    views = [_view(r) for r in rows]
     if as_json:
-        out: Any = views if isinstance(result, list) else views[0]
-        if secret is not None:
-            out = {**out, "secret": secret}
-        print(json.dumps(out, indent=2, sort_keys=True))
-    else:
-        for view in views:
-            print(" ".join(f"{k}={_short(v)}" for k, v in view.items()))
+        print(json.dumps(views if isinstance(result, list) else views[0], indent=2, sort_keys=True))
+        return
+    for view in views:
+        secret = view.pop("secret", None)
+        print(" ".join(f"{k}={_short(v)}" for k, v in view.items()))
         if secret is not None:
             print(f"secret: {secret}")
-            print("(shown once: the registry keeps only its hash)", file=sys.stderr)
+    if any(isinstance(r, Issued) and r.secret for r in rows):
+        print("(secrets shown once: the registry keeps only their hashes)", file=sys.stderr)
 
 
 def _short(value: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from registry import dynsec_plan as plan
@@ -220,28 +220,44 @@ class Registry:
         cert_fingerprint: str | None = None,
         with_secret: bool = True,
     ) -> Issued:
+        fingerprint = hashing.normalise_fingerprint(cert_fingerprint) if cert_fingerprint else None
+        return self.add_devices(tenant, [device_id], groups, fingerprint, with_secret)[0]
+
+    def add_devices(
+        self,
+        tenant: str,
+        device_ids: Sequence[str],
+        groups: Iterable[str] = (),
+        fingerprint: str | None = None,
+        with_secret: bool = True,
+    ) -> list[Issued]:
+        """Register devices in one transaction and one batch of Mosquitto changes (bulk
+        provisioning, e.g. a simulated fleet); all or none are added."""
         self._check("device", WRITE, tenant)
         owner = self.tenant(tenant)
-        if (tenant, device_id) in self.state.devices:
-            raise ConflictError(f"device {device_id!r} exists in tenant {tenant!r}")
+        if not device_ids:
+            return []
+        taken = [d for d in device_ids if (tenant, d) in self.state.devices]
+        if taken or len(set(device_ids)) != len(device_ids):
+            what = ", ".join(taken) if taken else "a repeated id"
+            raise ConflictError(f"device(s) {what}: already exists in tenant {tenant!r}")
         limit = owner.quotas.devices
-        if limit is not None and len(self.state.devices_of(tenant)) >= limit:
-            raise ConflictError(f"tenant {tenant!r} is at its quota of {limit} device(s)")
-        secret = hashing.generate_secret() if with_secret else None
-        fingerprint = hashing.normalise_fingerprint(cert_fingerprint) if cert_fingerprint else None
-        creds = Credentials(secret and hashing.hash_secret(secret), fingerprint)
-        now = self._now()
-        device = Device(
-            tenant, device_id, tuple(groups), credentials=creds, created_at=now, updated_at=now
-        )
-        cmds = plan.add_device(device, secret, owner.disabled)
-        self._commit(
-            "device.add",
-            put=[device],
-            commands=cmds,
-            detail={"groups": list(device.groups), "credentials": creds.kinds},
-        )
-        return Issued(device, secret)
+        if limit is not None and len(self.state.devices_of(tenant)) + len(device_ids) > limit:
+            raise ConflictError(f"tenant {tenant!r} would exceed its quota of {limit} device(s)")
+        now, group_list = self._now(), tuple(groups)
+        issued: list[Issued] = []
+        cmds: list[plan.Command] = []
+        for device_id in device_ids:
+            secret = hashing.generate_secret() if with_secret else None
+            creds = Credentials(secret and hashing.hash_secret(secret), fingerprint)
+            device = Device(tenant, device_id, group_list, credentials=creds)
+            device = replace(device, created_at=now, updated_at=now)
+            cmds += plan.add_device(device, secret, owner.disabled)
+            issued.append(Issued(device, secret))
+        kinds = Credentials("-" if with_secret else None, fingerprint).kinds
+        detail = {"groups": list(group_list), "credentials": kinds}
+        self._commit("device.add", put=[i.entity for i in issued], commands=cmds, detail=detail)
+        return issued
 
     def _change_device(
         self, tenant: str, device_id: str, action: str, secret: str | None = None, **changes: Any

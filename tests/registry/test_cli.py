@@ -73,9 +73,9 @@ def test_cli_end_to_end(
     admin = json.loads(run("--json", "bootstrap-admin", "root"))
     assert len(admin["secret"]) == 43
     assert "already" in fails("bootstrap-admin", "root2")
-    run("tenant", "create", "t1", "--max-devices", "2", "--max-msgs-per-s", "50")
+    run("tenant", "create", "t1", "--max-devices", "3", "--max-msgs-per-s", "50")
     shown = json.loads(run("--json", "tenant", "show", "t1"))
-    assert shown["quotas"] == {"devices": 2, "msgs_per_s": 50.0}
+    assert shown["quotas"] == {"devices": 3, "msgs_per_s": 50.0}
 
     added = json.loads(run("--json", "device", "add", "--tenant", "t1", "pump", "--group", "g1"))
     secret = added["secret"]
@@ -83,6 +83,12 @@ def test_cli_end_to_end(
     assert "secret_hash" not in json.dumps(added)
     text = run("device", "add", "valve")  # default tenant, text output
     assert "secret: " in text
+    many = json.loads(run("--json", "device", "add", "--tenant", "t1", "fan-1", "fan-2"))
+    assert [d["id"] for d in many] == ["fan-1", "fan-2"]
+    assert len({d["secret"] for d in many}) == 2
+    assert "quota" in fails("device", "add", "--tenant", "t1", "fan-3")
+    run("device", "delete", "--tenant", "t1", "fan-1")
+    run("device", "delete", "--tenant", "t1", "fan-2")
     listed = json.loads(run("--json", "device", "list", "--search", "pu"))
     assert [(d["tenant"], d["id"]) for d in listed] == [("t1", "pump")]
     assert secret not in run("--json", "device", "show", "--tenant", "t1", "pump")

@@ -320,3 +320,23 @@ def test_edge_account_acts_for_its_tenant_only(
         assert edge.subscribe("tenants/t2/devices/+/commands/#").value == NOT_AUTHORIZED
     finally:
         edge.close()
+
+
+def test_bulk_provisioning(registry: Registry, dynsec_broker: DynsecBroker) -> None:
+    """A fleet in one call (one Kafka transaction, batched dynsec commands); measured."""
+    ids = [f"dev-{i:05d}" for i in range(300)]
+    started = time.monotonic()
+    issued = registry.add_devices("default", ids, ["fleet"])
+    took = time.monotonic() - started
+    print(
+        f"MEASURED bulk add of {len(ids)} devices: {took:.2f} s "
+        f"({took / len(ids) * 1000:.1f} ms each)"
+    )
+    for n in (0, 150, 299):
+        secret = issued[n].secret
+        assert secret is not None
+        probe = Probe(dynsec_broker.port, ids[n], secret)
+        assert probe.connected
+        assert not probe.subscribe("groups/fleet/commands/#").is_failure
+        assert probe.publish(f"devices/{ids[(n + 1) % 300]}/telemetry").value == NOT_AUTHORIZED
+        probe.close()

@@ -119,6 +119,12 @@ def test_conflicts_and_missing(store: MemoryStore) -> None:
         reg.add_device("t1", "d1")
     with pytest.raises(ConflictError, match="quota"):
         reg.add_device("t1", "d2")
+    with pytest.raises(ConflictError, match="quota"):
+        reg.add_devices("t1", ["d2", "d3"])
+    with pytest.raises(ConflictError, match="repeated"):
+        reg.add_devices("t1", ["x", "x"])
+    with pytest.raises(ConflictError, match="d1"):
+        reg.add_devices("t1", ["d1"])
     with pytest.raises(ConflictError, match="cascade"):
         reg.delete_tenant("t1")
     reg.set_device_groups("t1", "d1", add=["g"])
@@ -127,6 +133,23 @@ def test_conflicts_and_missing(store: MemoryStore) -> None:
     reg.delete_tenant("t1", cascade=True)
     assert _commands(mosq) == ["deleteClient", "deleteRole", "deleteGroup", "deleteRole"]
     assert _registry(store).state.devices == {}
+
+
+def test_bulk_add_is_one_transaction_and_one_mosquitto_batch(
+    store: MemoryStore, mosq: RecordingMosquitto
+) -> None:
+    reg = _registry(store, mosq)
+    reg.create_tenant("default")
+    before = (len(store.records), len(mosq.calls))
+    issued = reg.add_devices("default", [f"dev-{i}" for i in range(5)], ["fleet"])
+    assert len(store.records) - before[0] == 5
+    assert len(mosq.calls) - before[1] == 1
+    assert len({i.secret for i in issued}) == 5
+    assert all(
+        reg.verify_device("default", f"dev-{n}", i.secret or "") for n, i in enumerate(issued)
+    )
+    assert [a.action for a in store.audits[-5:]] == ["device.add"] * 5
+    assert reg.add_devices("default", []) == []
 
 
 def test_same_device_id_in_two_tenants(store: MemoryStore, mosq: RecordingMosquitto) -> None:
