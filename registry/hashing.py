@@ -11,6 +11,7 @@ keeps the later HTTP service's per-connection verify cheap. Parameters travel wi
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import re
@@ -92,6 +93,20 @@ def verify_secret(secret: str, encoded: str) -> bool:
     except ValueError:
         return False
     return hmac.compare_digest(_derive(secret, salt, params), key)
+
+
+@functools.cache
+def _decoy() -> str:
+    return hash_secret(generate_secret())
+
+
+def verify_in_constant_time(secret: str, encoded: str | None) -> bool:
+    """:func:`verify_secret`, but an unknown or disabled principal (``encoded`` None) costs a
+    verify too, so response time does not tell which device ids exist."""
+    if encoded is None:
+        verify_secret(secret, _decoy())
+        return False
+    return verify_secret(secret, encoded)
 
 
 def needs_rehash(encoded: str, params: ScryptParams = DEFAULT_PARAMS) -> bool:

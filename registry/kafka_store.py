@@ -77,7 +77,15 @@ class KafkaStore:
 
     def read_all(self, topic: str | None = None) -> list[Record]:
         """Every committed record of ``topic`` (default: the registry topic), in order."""
+        return self.read_since(None, topic)[0]
+
+    def read_since(
+        self, position: dict[int, int] | None, topic: str | None = None
+    ) -> tuple[list[Record], dict[int, int]]:
+        """Committed records after ``position`` (partition -> next offset; None = from the
+        start) up to the end, and the new position (for a long-running reader's refresh)."""
         name = topic or self.topic
+        start = position or {}
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -93,16 +101,18 @@ class KafkaStore:
             if info is None or info.error is not None:
                 raise StoreError(f"topic {name} not found: run `iot-devices init`")
             partitions = sorted(info.partitions)
-            consumer.assign([TopicPartition(name, p, 0) for p in partitions])
-            return self._drain(consumer, len(partitions))
+            consumer.assign([TopicPartition(name, p, start.get(p, 0)) for p in partitions])
+            return self._drain(consumer, partitions, dict(start))
         finally:
             consumer.close()
 
-    def _drain(self, consumer: Consumer, partitions: int) -> list[Record]:
+    def _drain(
+        self, consumer: Consumer, partitions: list[int], position: dict[int, int]
+    ) -> tuple[list[Record], dict[int, int]]:
         records: list[Record] = []
         at_end: set[int] = set()
         idle = 0.0
-        while len(at_end) < partitions:
+        while len(at_end) < len(partitions):
             msg = consumer.poll(0.5)
             if msg is None:
                 idle += 0.5
@@ -110,14 +120,17 @@ class KafkaStore:
                     raise StoreError(f"reading {self.topic}: no end of partition reached")
                 continue
             idle = 0.0
+            partition, offset = msg.partition() or 0, msg.offset() or 0
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition() or 0)
+                    at_end.add(partition)
+                    position[partition] = offset  # the end, past any transaction markers
                     continue
                 raise StoreError(f"reading the registry: {err}")
             records.append((msg.key() or b"", msg.value()))
-        return records
+            position[partition] = offset + 1
+        return records, position
 
     def open_writer(self) -> None:
         """Become the one writer (fencing any other), before reading state to write on."""

@@ -18,27 +18,16 @@ from registry import dynsec_plan as plan
 from registry import hashing, ids
 from registry.audit import AuditRecord
 from registry.dynsec import DynsecClient, DynsecError
-from registry.errors import RegistryError
+from registry.errors import (
+    ConflictError,
+    ForbiddenError,
+    MosquittoOutOfStepError,
+    NotFoundError,
+)
 from registry.kafka_store import KafkaStore
 from registry.model import Credentials, Device, Entity, Quotas, Role, ServiceAccount, Tenant, bump
 from registry.permissions import READ, WRITE, Actor, allowed
 from registry.state import RegistryState, encode, entity_key, rebuild
-
-
-class NotFoundError(RegistryError):
-    pass
-
-
-class ConflictError(RegistryError):
-    pass
-
-
-class ForbiddenError(RegistryError):
-    pass
-
-
-class MosquittoOutOfStepError(RegistryError):
-    """Kafka has the change, Mosquitto does not (yet)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +52,7 @@ class Registry:
         self._clock = clock
         self.state = RegistryState()
         self.writer = False
+        self._position: dict[int, int] | None = None
 
     @classmethod
     def open(
@@ -81,7 +71,15 @@ class Registry:
         return registry
 
     def reload(self) -> None:
-        self.state = rebuild(self.store.read_all())
+        records, self._position = self.store.read_since(None)
+        self.state = rebuild(records)
+
+    def refresh(self) -> int:
+        """Apply what other writers committed since the last read; returns the record count."""
+        records, self._position = self.store.read_since(self._position)
+        for key, value in records:
+            self.state.apply(key, value)
+        return len(records)
 
     def _now(self) -> int:
         return int(self._clock() * 1000)
@@ -302,11 +300,9 @@ class Registry:
     def verify_device(self, tenant: str, device_id: str, secret: str) -> bool:
         """True if the device exists, is enabled (tenant too) and ``secret`` is its secret."""
         device = self.state.devices.get((tenant, device_id))
-        owner = self.state.tenants.get(tenant)
-        if device is None or owner is None or device.disabled or owner.disabled:
-            return False
-        stored = device.credentials.secret_hash
-        return stored is not None and hashing.verify_secret(secret, stored)
+        usable = device is not None and not device.disabled and not self._tenant_disabled(tenant)
+        stored = device.credentials.secret_hash if device is not None and usable else None
+        return hashing.verify_in_constant_time(secret, stored)
 
     # --- service accounts ----------------------------------------------------------------------
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from registry import hashing
@@ -42,6 +44,16 @@ def test_default_parameters_are_recorded_in_the_hash() -> None:
 def test_malformed_hash_never_verifies(bad: str) -> None:
     assert not hashing.verify_secret("x", bad)
     assert hashing.needs_rehash(bad)
+
+
+def test_unknown_principals_cost_a_verify_too() -> None:
+    encoded = hashing.hash_secret("s", FAST)
+    assert hashing.verify_in_constant_time("s", encoded)
+    assert not hashing.verify_in_constant_time("t", encoded)
+    hashing.verify_in_constant_time("s", None)  # warms the decoy
+    started = time.perf_counter()
+    assert not hashing.verify_in_constant_time("s", None)
+    assert time.perf_counter() - started > 0.005  # a real scrypt ran (34 ms measured)
 
 
 def test_empty_secret_is_refused() -> None:

@@ -60,6 +60,19 @@ def test_state_is_rebuilt_from_the_topic_after_a_restart(
     assert not any(issued.secret.encode() in (value or b"") for _, value in records)
 
 
+def test_a_long_running_reader_refreshes(store_factory: Callable[[], KafkaStore]) -> None:
+    reader = Registry.open(store_factory(), local_admin("api"))
+    writer = Registry.open(store_factory(), local_admin("ops"), write=True)
+    assert reader.refresh() == 0
+    writer.create_tenant("t1")
+    writer.add_device("t1", "d1")
+    writer.delete_device("t1", "d1")
+    assert reader.refresh() == 3
+    assert list(reader.state.tenants) == ["t1"]
+    assert reader.state.devices == {}
+    assert reader.refresh() == 0  # the position is past the transaction markers
+
+
 def test_a_second_writer_fences_the_first(store_factory: Callable[[], KafkaStore]) -> None:
     old = Registry.open(store_factory(), local_admin("a"), write=True)
     old.create_tenant("t1")

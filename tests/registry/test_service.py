@@ -11,15 +11,11 @@ from registry import hashing
 from registry.audit import AuditRecord
 from registry.dynsec import DynsecClient
 from registry.dynsec_plan import Command
+from registry.errors import ConflictError, ForbiddenError, NotFoundError
 from registry.kafka_store import KafkaStore
 from registry.model import Quotas, Role
 from registry.permissions import Actor, local_admin
-from registry.service import (
-    ConflictError,
-    ForbiddenError,
-    NotFoundError,
-    Registry,
-)
+from registry.service import Registry
 
 
 class MemoryStore:
@@ -30,8 +26,11 @@ class MemoryStore:
     def open_writer(self) -> None:
         pass
 
-    def read_all(self) -> list[tuple[bytes, bytes | None]]:
-        return list(self.records)
+    def read_since(
+        self, position: dict[int, int] | None
+    ) -> tuple[list[tuple[bytes, bytes | None]], dict[int, int]]:
+        start = (position or {}).get(0, 0)
+        return self.records[start:], {0: len(self.records)}
 
     def commit(
         self, records: Sequence[tuple[bytes, bytes | None]], audits: Iterable[AuditRecord]
