@@ -1,6 +1,8 @@
 """Identifiers of registry entities and their validation (pure).
 
-Device ids follow the topic contract (bridge.topics, ``[A-Za-z0-9_.:-]{1,128}``). Tenant,
+Device ids follow the topic contract (design.md, ``[A-Za-z0-9_.:-]{1,128}``; the same pattern
+as bridge.topics, checked by a test: registry imports no bridge module, so the bridge can use
+registry's tenant-aware topics next without an import cycle). Tenant,
 group and account names are narrower because they also appear in MQTT user names, dynsec role
 names and (next phase) Kafka topic names, whose legal characters are ``[A-Za-z0-9._-]``.
 """
@@ -10,11 +12,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from bridge.topics import DEVICE_ID_RE
 from registry.errors import RegistryError
 
 DEFAULT_TENANT: Final = "default"
 
+DEVICE_ID_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 TENANT_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 GROUP_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 ACCOUNT_RE: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")

@@ -379,10 +379,13 @@ class Registry:
     def authenticate_account(self, name: str, secret: str) -> Actor | None:
         """The actor behind ``name``/``secret`` (for the HTTP service), or None."""
         account = self.state.accounts.get(name)
-        if account is None or account.disabled or account.credentials.secret_hash is None:
-            return None
-        if self._tenant_disabled(account.tenant):
-            return None
-        if not hashing.verify_secret(secret, account.credentials.secret_hash):
+        stored = None
+        if (
+            account is not None
+            and not account.disabled
+            and not self._tenant_disabled(account.tenant)
+        ):
+            stored = account.credentials.secret_hash
+        if account is None or not hashing.verify_in_constant_time(secret, stored):
             return None
         return Actor(f"svc/{account.name}", account.roles, account.tenant)

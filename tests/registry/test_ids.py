@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from bridge import topics as bridge_topics
 from registry import ids
 
 
@@ -21,6 +22,10 @@ def test_device_ids_follow_the_topic_contract() -> None:
     for bad in ("", "a/b", "a+b", "#", "x" * 129):
         with pytest.raises(ids.InvalidIdError):
             ids.device_id(bad)
+
+
+def test_device_id_pattern_is_the_bridge_contract() -> None:
+    assert ids.DEVICE_ID_RE.pattern == bridge_topics.DEVICE_ID_RE.pattern
 
 
 def test_group_and_account_names() -> None:
