@@ -164,11 +164,14 @@ class KafkaStore:
             producer.commit_transaction(self.timeout)
         except KafkaException as exc:
             err = exc.args[0]
-            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED) or err.fatal():
+            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
                 self._producer = None
                 raise WriterFencedError(
                     "another registry writer took over; nothing was written, retry"
                 ) from exc
+            if err.fatal():
+                self._producer = None
+                raise StoreError(f"registry writer failed, reopen it: {err}") from exc
             if err.txn_requires_abort():
                 producer.abort_transaction(self.timeout)
             raise StoreError(f"registry write failed, nothing written: {err}") from exc
