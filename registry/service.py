@@ -121,7 +121,10 @@ class Registry:
             try:
                 self.mosquitto.call(commands)
             except DynsecError as exc:
-                raise MosquittoOutOfStepError(f"saved, but Mosquitto not updated: {exc}") from exc
+                raise MosquittoOutOfStepError(
+                    f"{action} saved in the registry, but Mosquitto was not updated ({exc}): "
+                    "run `iot-devices mosquitto sync`, then rotate any secret this issued"
+                ) from exc
 
     # --- tenants -------------------------------------------------------------------------------
 

@@ -9,9 +9,14 @@ import pytest
 
 from registry import hashing
 from registry.audit import AuditRecord
-from registry.dynsec import DynsecClient
+from registry.dynsec import DynsecClient, DynsecError
 from registry.dynsec_plan import Command
-from registry.errors import ConflictError, ForbiddenError, NotFoundError
+from registry.errors import (
+    ConflictError,
+    ForbiddenError,
+    MosquittoOutOfStepError,
+    NotFoundError,
+)
 from registry.kafka_store import KafkaStore
 from registry.model import Quotas, Role
 from registry.permissions import Actor, local_admin
@@ -253,3 +258,17 @@ def test_certificate_only_device(store: MemoryStore) -> None:
     device = reg.device("default", "c1")
     assert device.credentials.cert_fingerprint == hashing.normalise_fingerprint(fp)
     assert not reg.verify_device("default", "c1", "")
+
+
+class FailingMosquitto:
+    def call(self, commands: Sequence[Command]) -> list[dict[str, Any]]:
+        raise DynsecError("Mosquitto did not answer")
+
+
+def test_kafka_keeps_the_change_when_mosquitto_fails(store: MemoryStore) -> None:
+    reg = _registry(store)
+    reg.create_tenant("default")
+    reg.mosquitto = cast(DynsecClient, FailingMosquitto())
+    with pytest.raises(MosquittoOutOfStepError, match="mosquitto sync"):
+        reg.add_device("default", "d1")
+    assert ("default", "d1") in _registry(store).state.devices  # the source of truth has it
