@@ -25,6 +25,7 @@ COPY pyproject.toml README.md ./
 COPY mqtt_codec/ mqtt_codec/
 COPY bridge/ bridge/
 COPY device_sim/ device_sim/
+COPY registry/ registry/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
 COPY mosquitto/ mosquitto/

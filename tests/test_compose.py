@@ -126,6 +126,7 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
         "mqtt_codec",
         "bridge",
         "device_sim",
+        "registry",
         "spark_jobs",
         "stack",
         "mosquitto",

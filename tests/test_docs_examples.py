@@ -37,6 +37,7 @@ from tests.docs_examples import (
     help_text,
     parse,
 )
+from tests.registry.conftest import running_dynsec_mosquitto
 from tests.spark_jobs.conftest import spark, spark_config  # noqa: F401
 
 EXAMPLES = all_examples()
@@ -77,6 +78,25 @@ RUN = {
         "test_bridge_example_runs"
     ),
     "curl -s localhost:9108/metrics | grep iot_bridge_acked": "test_bridge_example_runs",
+    **dict.fromkeys(
+        (
+            "iot-devices mosquitto-init var/mosquitto/dynsec.json "
+            "--password-file var/registry-admin.secret",
+            "export IOT_KAFKA_BOOTSTRAP=localhost:9092 IOT_MQTT_HOST=127.0.0.1 IOT_MQTT_PORT=1883",
+            "export IOT_REGISTRY_ADMIN_PASSWORD_FILE=var/registry-admin.secret",
+            "iot-devices init",
+            "iot-devices bootstrap-admin alice",
+            "iot-devices tenant create acme --max-devices 1000 --max-msgs-per-s 500",
+            "iot-devices device add --tenant acme pump-1 --group floor-1",
+            "iot-devices device list --tenant acme --search pump",
+            "iot-devices device rotate --tenant acme pump-1",
+            "iot-devices device disable --tenant acme pump-1",
+            "iot-devices account create bridge --role bridge",
+            "iot-devices audit --entity device/acme/",
+            "iot-devices mosquitto sync",
+        ),
+        "test_registry_commands_run",
+    ),
 }
 
 _SIM_RUN = (
@@ -287,10 +307,12 @@ def test_cmd_send_runs(
 
 @pytest.mark.integration
 def test_bridge_example_runs(
-    stack: Any, bridge_factory: Callable[..., Any], tmp_path: Path
+    local_stack_factory: Callable[..., Any], bridge_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """docs/bridge.md's three lines (and README's mosquitto_pub) on the test servers: the
-    endpoints in the flags are the session's, the bridge's metrics port is the one it picked."""
+    """docs/bridge.md's three lines (and README's mosquitto_pub) on servers of its own (the
+    session's Mosquitto carries other tests' devices, which this bridge would count too): the
+    endpoints in the flags are those servers', the bridge's metrics port is the one it picked."""
+    stack = local_stack_factory(partitions=3)
     # docs/bridge.md's sequence first (its curl shows 1 acked), then README's publish
     steps = sorted(_run_by("test_bridge_example_runs"), key=lambda e: e.doc != "docs/bridge.md")
     [bridge_line] = [e for e in steps if e.program == "iot-bridge"]
@@ -313,6 +335,48 @@ def test_bridge_example_runs(
             assert any(line.split()[-1] in ("1", "1.0") for line in shown), shown  # "# 1"
     assert bridge.metric("iot_bridge_acked_total") == acked == 2
     assert not [k for k in bridge.metrics() if k.startswith("iot_bridge_dlq_total")]
+
+
+@pytest.mark.integration
+def test_registry_commands_run(
+    stack: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/security.md's session word for word in a fresh folder: Mosquitto started as its
+    comments say on the file `mosquitto-init` wrote, the exported endpoints pointed at the test
+    servers (the registry on topics of this test's own)."""
+    main = entry_point("iot-devices")
+    _clean_iot_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    suffix = unique("doc").replace("-", "")
+    monkeypatch.setenv("IOT_REGISTRY_TOPIC", f"iot.registry.{suffix}")
+    monkeypatch.setenv("IOT_REGISTRY_AUDIT_TOPIC", f"iot.registry.audit.{suffix}")
+    steps = _run_by("test_registry_commands_run")
+    assert steps[0].argv[1] == "mosquitto-init"
+    assert main(list(steps[0].argv[1:])) == 0
+    dynsec = tmp_path / steps[0].argv[2]
+    with running_dynsec_mosquitto(dynsec, tmp_path) as (port, _log):
+        ours = {
+            "IOT_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
+            "IOT_MQTT_HOST": "127.0.0.1",
+            "IOT_MQTT_PORT": str(port),
+        }
+        outputs: dict[str, str] = {}
+        for example in steps[1:]:
+            if example.program == "export":
+                for name, value in (word.split("=", 1) for word in example.argv[1:]):
+                    monkeypatch.setenv(name, ours.get(name, value))
+                continue
+            code = main(list(example.argv[1:]))
+            out, err = capsys.readouterr()
+            assert code == 0, f"{example}: exit {code}\n{out}\n{err}"
+            outputs[" ".join(example.argv[1:3])] = out
+    assert "secret" in outputs["device add"]
+    assert "pump-1" in outputs["device list"]
+    assert "device.rotate" in outputs["audit --entity"]
+    assert "device.disable" in outputs["audit --entity"]
 
 
 def _acked_at_least(bridge: Any, n: float) -> bool:

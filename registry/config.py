@@ -1,0 +1,69 @@
+"""Settings of ``iot-devices``: flags over ``IOT_*`` environment over defaults."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry.kafka_store import AUDIT_TOPIC, REGISTRY_TOPIC
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    kafka_bootstrap: str
+    topic: str
+    audit_topic: str
+    mqtt_host: str
+    mqtt_port: int
+    admin_password_file: Path | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RegistryConfig:
+        password_file = args.admin_password_file
+        return cls(
+            kafka_bootstrap=args.kafka_bootstrap,
+            topic=args.topic,
+            audit_topic=args.audit_topic,
+            mqtt_host=args.mqtt_host,
+            mqtt_port=args.mqtt_port,
+            admin_password_file=Path(password_file) if password_file else None,
+        )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--kafka-bootstrap",
+        default=env("IOT_KAFKA_BOOTSTRAP", "localhost:9092"),
+        help="Kafka bootstrap servers (env IOT_KAFKA_BOOTSTRAP).",
+    )
+    parser.add_argument(
+        "--topic",
+        default=env("IOT_REGISTRY_TOPIC", REGISTRY_TOPIC),
+        help="Compacted registry topic (env IOT_REGISTRY_TOPIC).",
+    )
+    parser.add_argument(
+        "--audit-topic",
+        default=env("IOT_REGISTRY_AUDIT_TOPIC", AUDIT_TOPIC),
+        help="Audit topic (env IOT_REGISTRY_AUDIT_TOPIC).",
+    )
+    parser.add_argument(
+        "--mqtt-host",
+        default=env("IOT_MQTT_HOST", "localhost"),
+        help="Mosquitto host for dynamic-security changes (env IOT_MQTT_HOST).",
+    )
+    parser.add_argument(
+        "--mqtt-port",
+        type=int,
+        default=int(env("IOT_MQTT_PORT", "1883")),
+        help="Mosquitto port (env IOT_MQTT_PORT).",
+    )
+    parser.add_argument(
+        "--admin-password-file",
+        default=env("IOT_REGISTRY_ADMIN_PASSWORD_FILE", ""),
+        help="File holding the password of Mosquitto's svc/registry admin client; without it "
+        "changes are saved in the registry only, not applied to Mosquitto "
+        "(env IOT_REGISTRY_ADMIN_PASSWORD_FILE).",
+    )

@@ -1,0 +1,208 @@
+"""Registry changes as Mosquitto dynamic-security commands (pure).
+
+Mapping (docs/security.md):
+- device -> dynsec client (user name = pinned client id = topics.device_username) with its own
+  role ``device:{tenant}/{id}`` holding literal topics (2.0.11 has no %u in dynsec);
+- registry group -> dynsec group ``{tenant}/{group}`` with role ``group:{tenant}/{group}``
+  (subscribe to the group's commands); a device's groups are its dynsec groups;
+- service account with MQTT roles -> client ``svc/{name}`` with roles ``svc:{role}[:tenant]``;
+- disabled device, or device of a disabled tenant -> ``disableClient`` (Mosquitto drops it).
+The secret reaches Mosquitto only inside createClient/setClientPassword, in the clear over
+the registry's admin connection; Mosquitto hashes it (PBKDF2-SHA512) and the registry forgets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from registry import acl, topics
+from registry.acl import AclRule
+from registry.model import MQTT_ROLES, Device, ServiceAccount
+
+EXISTS = frozenset(
+    {
+        "Client already exists",
+        "Role already exists",
+        "Group already exists",
+        "Group is already in this role",
+        "Client is already in this group",
+        "ACL with this topic already exists",
+    }
+)
+MISSING = frozenset({"Client not found", "Role not found", "Group not found"})
+
+
+@dataclass(frozen=True)
+class Command:
+    """One dynsec command and the error strings that mean "already so" for it."""
+
+    body: dict[str, Any]
+    tolerate: frozenset[str] = field(default_factory=frozenset)
+
+
+def default_access() -> list[Command]:
+    """Deny by default everything no role grants, delivery to clients included."""
+    acls = [
+        {"acltype": t, "allow": False}
+        for t in ("publishClientSend", "publishClientReceive", "subscribe")
+    ] + [{"acltype": "unsubscribe", "allow": True}]
+    return [Command({"command": "setDefaultACLAccess", "acls": acls})]
+
+
+def ensure_role(name: str, rules: Iterable[AclRule]) -> list[Command]:
+    cmds = [Command({"command": "createRole", "rolename": name}, EXISTS)]
+    cmds += [
+        Command({"command": "addRoleACL", "rolename": name, **rule.to_dynsec()}, EXISTS)
+        for rule in rules
+    ]
+    return cmds
+
+
+def ensure_group(tenant: str, group: str) -> list[Command]:
+    name, role = acl.dynsec_group_name(tenant, group), acl.group_role_name(tenant, group)
+    cmds = ensure_role(role, acl.group_rules(tenant, group))
+    cmds.append(Command({"command": "createGroup", "groupname": name}, EXISTS))
+    cmds.append(Command({"command": "addGroupRole", "groupname": name, "rolename": role}, EXISTS))
+    return cmds
+
+
+def _client(username: str, secret: str | None, roles: list[str], groups: list[str]) -> Command:
+    body: dict[str, Any] = {
+        "command": "createClient",
+        "username": username,
+        "clientid": username,  # pinned: nobody can take over another's session by client id
+        "roles": [{"rolename": r} for r in roles],
+        "groups": [{"groupname": g} for g in groups],
+    }
+    if secret is not None:
+        body["password"] = secret
+    return Command(body)
+
+
+def _enabled(username: str, enabled: bool) -> Command:
+    return Command(
+        {"command": "enableClient" if enabled else "disableClient", "username": username}
+    )
+
+
+def add_device(device: Device, secret: str | None, tenant_disabled: bool = False) -> list[Command]:
+    """Create the device's client (replacing a stale one of that name) with role and groups."""
+    username = topics.device_username(device.tenant, device.id)
+    role = acl.device_role_name(device.tenant, device.id)
+    cmds = [Command({"command": "deleteClient", "username": username}, MISSING)]
+    cmds += ensure_role(role, acl.device_rules(device.tenant, device.id))
+    for group in device.groups:
+        cmds += ensure_group(device.tenant, group)
+    groups = [acl.dynsec_group_name(device.tenant, g) for g in device.groups]
+    cmds.append(_client(username, secret, [role], groups))
+    if device.disabled or tenant_disabled:
+        cmds.append(_enabled(username, False))
+    return cmds
+
+
+def update_device(
+    old: Device, new: Device, secret: str | None, tenant_disabled: bool = False
+) -> list[Command]:
+    """The commands that take Mosquitto from ``old`` to ``new`` (same tenant and id)."""
+    username = topics.device_username(new.tenant, new.id)
+    cmds: list[Command] = []
+    for group in sorted(set(old.groups) - set(new.groups)):
+        name = acl.dynsec_group_name(new.tenant, group)
+        body = {"command": "removeGroupClient", "groupname": name, "username": username}
+        cmds.append(Command(body, MISSING))
+    for group in sorted(set(new.groups) - set(old.groups)):
+        cmds += ensure_group(new.tenant, group)
+        name = acl.dynsec_group_name(new.tenant, group)
+        body = {"command": "addGroupClient", "groupname": name, "username": username}
+        cmds.append(Command(body, EXISTS))
+    if secret is not None:
+        cmds.append(
+            Command({"command": "setClientPassword", "username": username, "password": secret})
+        )
+    was_on = not old.disabled and not tenant_disabled
+    is_on = not new.disabled and not tenant_disabled
+    if was_on != is_on or secret is not None:
+        cmds.append(_enabled(username, is_on))
+    return cmds
+
+
+def delete_device(device: Device) -> list[Command]:
+    username = topics.device_username(device.tenant, device.id)
+    return [
+        Command({"command": "deleteClient", "username": username}, MISSING),
+        Command(
+            {"command": "deleteRole", "rolename": acl.device_role_name(device.tenant, device.id)},
+            MISSING,
+        ),
+    ]
+
+
+def set_devices_enabled(devices: Iterable[Device], tenant_enabled: bool) -> list[Command]:
+    """A tenant disabled or enabled: every device follows (its own flag still counts)."""
+    return [
+        _enabled(topics.device_username(d.tenant, d.id), tenant_enabled and not d.disabled)
+        for d in devices
+    ]
+
+
+def set_accounts_enabled(accounts: Iterable[ServiceAccount], tenant_enabled: bool) -> list[Command]:
+    """A tenant disabled or enabled: its accounts with a Mosquitto client follow."""
+    return [
+        _enabled(topics.account_username(a.name), tenant_enabled and not a.disabled)
+        for a in accounts
+        if any(r in MQTT_ROLES for r in a.roles)
+    ]
+
+
+def delete_groups(tenant: str, groups: Iterable[str]) -> list[Command]:
+    """The dynsec groups and roles of a deleted tenant's groups."""
+    cmds: list[Command] = []
+    for group in sorted(set(groups)):
+        name, role = acl.dynsec_group_name(tenant, group), acl.group_role_name(tenant, group)
+        cmds.append(Command({"command": "deleteGroup", "groupname": name}, MISSING))
+        cmds.append(Command({"command": "deleteRole", "rolename": role}, MISSING))
+    return cmds
+
+
+def add_account(
+    account: ServiceAccount, secret: str | None, tenant_disabled: bool = False
+) -> list[Command]:
+    """Accounts without an MQTT role (operators) get no Mosquitto client at all."""
+    mqtt_roles = [r for r in account.roles if r in MQTT_ROLES]
+    if not mqtt_roles:
+        return []
+    cmds: list[Command] = []
+    names = []
+    for role in mqtt_roles:
+        name = acl.service_role_name(role, account.tenant)
+        names.append(name)
+        cmds += ensure_role(name, acl.service_rules(role, account.tenant))
+    username = topics.account_username(account.name)
+    cmds.insert(0, Command({"command": "deleteClient", "username": username}, MISSING))
+    cmds.append(_client(username, secret, names, []))
+    if account.disabled or tenant_disabled:
+        cmds.append(_enabled(username, False))
+    return cmds
+
+
+def update_account(
+    old: ServiceAccount, new: ServiceAccount, secret: str | None, tenant_disabled: bool = False
+) -> list[Command]:
+    if not any(r in MQTT_ROLES for r in new.roles):
+        return []
+    username = topics.account_username(new.name)
+    cmds: list[Command] = []
+    if secret is not None:
+        cmds.append(
+            Command({"command": "setClientPassword", "username": username, "password": secret})
+        )
+    if old.disabled != new.disabled or secret is not None:
+        cmds.append(_enabled(username, not new.disabled and not tenant_disabled))
+    return cmds
+
+
+def delete_account(account: ServiceAccount) -> list[Command]:
+    username = topics.account_username(account.name)
+    return [Command({"command": "deleteClient", "username": username}, MISSING)]

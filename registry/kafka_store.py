@@ -1,0 +1,182 @@
+"""The registry's durable store: a compacted Kafka topic, plus the audit topic (adapter).
+
+- ``iot.registry``: key = entity key, value = entity JSON, tombstone on delete;
+  ``cleanup.policy=compact`` keeps the latest value per entity forever. State is rebuilt at
+  start by reading the topic to its end (read_committed).
+- ``iot.registry.audit``: one record per change; kept forever (``retention.ms=-1``).
+
+Single writer, enforced by Kafka: every writer uses the same ``transactional.id``.
+``init_transactions`` fences any older writer (its next commit fails with a fenced error)
+and completes that writer's open transaction, so a writer that then reads to the end sees
+every committed change. Each change (entity records + audit records) is one transaction:
+both topics change together or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from registry.audit import AuditRecord
+from registry.errors import RegistryError
+
+log = logging.getLogger(__name__)
+
+REGISTRY_TOPIC = "iot.registry"
+AUDIT_TOPIC = "iot.registry.audit"
+TRANSACTIONAL_ID = "iot-registry"
+
+
+class StoreError(RegistryError):
+    """Kafka refused or could not be reached."""
+
+
+class WriterFencedError(StoreError):
+    """Another registry writer started after this one: re-read and retry."""
+
+
+Record = tuple[bytes, bytes | None]
+
+
+class KafkaStore:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str = REGISTRY_TOPIC,
+        audit_topic: str = AUDIT_TOPIC,
+        transactional_id: str = TRANSACTIONAL_ID,
+        timeout: float = 30.0,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.audit_topic = audit_topic
+        self.transactional_id = transactional_id
+        self.timeout = timeout
+        self._producer: Producer | None = None
+
+    def ensure_topics(self) -> list[str]:
+        """Create both topics if missing (one partition each: total order, tiny volume)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        specs = [
+            NewTopic(self.topic, 1, 1, config={"cleanup.policy": "compact"}),
+            NewTopic(self.audit_topic, 1, 1, config={"retention.ms": "-1"}),
+        ]
+        created = []
+        for name, future in admin.create_topics(specs, operation_timeout=self.timeout).items():
+            try:
+                future.result(timeout=self.timeout)
+                created.append(name)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise StoreError(f"could not create topic {name}: {exc.args[0]}") from exc
+        return created
+
+    def read_all(self, topic: str | None = None) -> list[Record]:
+        """Every committed record of ``topic`` (default: the registry topic), in order."""
+        return self.read_since(None, topic)[0]
+
+    def read_since(
+        self, position: dict[int, int] | None, topic: str | None = None
+    ) -> tuple[list[Record], dict[int, int]]:
+        """Committed records after ``position`` (partition -> next offset; None = from the
+        start) up to the end, and the new position (for a long-running reader's refresh)."""
+        name = topic or self.topic
+        start = position or {}
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"iot-registry-load-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            meta = consumer.list_topics(name, timeout=self.timeout)
+            info = meta.topics.get(name)
+            if info is None or info.error is not None:
+                raise StoreError(f"topic {name} not found: run `iot-devices init`")
+            partitions = sorted(info.partitions)
+            consumer.assign([TopicPartition(name, p, start.get(p, 0)) for p in partitions])
+            return self._drain(consumer, partitions, dict(start))
+        finally:
+            consumer.close()
+
+    def _drain(
+        self, consumer: Consumer, partitions: list[int], position: dict[int, int]
+    ) -> tuple[list[Record], dict[int, int]]:
+        records: list[Record] = []
+        at_end: set[int] = set()
+        idle = 0.0
+        while len(at_end) < len(partitions):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                idle += 0.5
+                if idle > self.timeout:
+                    raise StoreError(f"reading {self.topic}: no end of partition reached")
+                continue
+            idle = 0.0
+            partition, offset = msg.partition() or 0, msg.offset() or 0
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(partition)
+                    position[partition] = offset  # the end, past any transaction markers
+                    continue
+                raise StoreError(f"reading the registry: {err}")
+            records.append((msg.key() or b"", msg.value()))
+            position[partition] = offset + 1
+        return records, position
+
+    def open_writer(self) -> None:
+        """Become the one writer (fencing any other), before reading state to write on."""
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": self.transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "transaction.timeout.ms": 60000,
+            }
+        )
+        try:
+            producer.init_transactions(self.timeout)
+        except KafkaException as exc:
+            raise StoreError(f"could not become the registry writer: {exc.args[0]}") from exc
+        self._producer = producer
+
+    def commit(self, records: Sequence[Record], audits: Iterable[AuditRecord]) -> None:
+        """Write entity records and their audit records in one transaction."""
+        producer = self._producer
+        if producer is None:
+            raise StoreError("not the writer: call open_writer() first")
+        try:
+            producer.begin_transaction()
+            for key, value in records:
+                producer.produce(self.topic, key=key, value=value)
+            for audit in audits:
+                key, value = audit.encode()
+                producer.produce(self.audit_topic, key=key, value=value)
+            producer.commit_transaction(self.timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+                self._producer = None
+                raise WriterFencedError(
+                    "another registry writer took over; nothing was written, retry"
+                ) from exc
+            if err.fatal():
+                self._producer = None
+                raise StoreError(f"registry writer failed, reopen it: {err}") from exc
+            if err.txn_requires_abort():
+                producer.abort_transaction(self.timeout)
+            raise StoreError(f"registry write failed, nothing written: {err}") from exc
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(self.timeout)
+            self._producer = None

@@ -1,0 +1,394 @@
+"""The registry service: rules (model, permissions) + Kafka store + Mosquitto (service).
+
+Order of every change: check the actor's rights, validate, commit entity + audit records to
+Kafka in one transaction (the source of truth), update the in-memory state, then apply the
+change to Mosquitto. If Mosquitto fails after Kafka committed, MosquittoOutOfStepError says so
+(``iot-devices mosquitto sync`` re-applies everything except secrets; a secret that did not
+reach Mosquitto needs a rotate, since the registry never keeps it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from registry import dynsec_plan as plan
+from registry import hashing, ids
+from registry.audit import AuditRecord
+from registry.dynsec import DynsecClient, DynsecError
+from registry.errors import (
+    ConflictError,
+    ForbiddenError,
+    MosquittoOutOfStepError,
+    NotFoundError,
+)
+from registry.kafka_store import KafkaStore
+from registry.model import Credentials, Device, Entity, Quotas, Role, ServiceAccount, Tenant, bump
+from registry.permissions import READ, WRITE, Actor, allowed
+from registry.state import RegistryState, encode, entity_key, rebuild
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A created or re-keyed entity and its new secret, shown once and never stored."""
+
+    entity: Entity
+    secret: str | None
+
+
+class Registry:
+    def __init__(
+        self,
+        store: KafkaStore,
+        actor: Actor,
+        mosquitto: DynsecClient | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.actor = actor
+        self.mosquitto = mosquitto
+        self._clock = clock
+        self.state = RegistryState()
+        self.writer = False
+        self._position: dict[int, int] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        store: KafkaStore,
+        actor: Actor,
+        mosquitto: DynsecClient | None = None,
+        write: bool = False,
+    ) -> Registry:
+        """Load the state (after becoming the single writer when ``write``)."""
+        registry = cls(store, actor, mosquitto)
+        if write:
+            store.open_writer()
+            registry.writer = True
+        registry.reload()
+        return registry
+
+    def reload(self) -> None:
+        records, self._position = self.store.read_since(None)
+        self.state = rebuild(records)
+
+    def refresh(self) -> int:
+        """Apply what other writers committed since the last read; returns the record count."""
+        records, self._position = self.store.read_since(self._position)
+        for key, value in records:
+            self.state.apply(key, value)
+        return len(records)
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _check(self, kind: str, access: str, tenant: str | None) -> None:
+        if allowed(self.actor, kind, access, tenant):
+            return
+        scope = tenant or "system"
+        if access == WRITE and self.writer:  # a refused change is on the audit trail too
+            denied = AuditRecord(
+                self._now(), self.actor.name, f"{kind}.{access}", f"{kind}/{scope}", "denied"
+            )
+            self.store.commit([], [denied])
+        raise ForbiddenError(f"{self.actor.name} may not {access} {kind}s of {scope}")
+
+    def _commit(
+        self,
+        action: str,
+        put: Sequence[Entity] = (),
+        delete: Sequence[Entity] = (),
+        commands: Sequence[plan.Command] = (),
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        records: list[tuple[bytes, bytes | None]] = [encode(e) for e in put]
+        records += [(entity_key(e).encode(), None) for e in delete]
+        now = self._now()
+        audits = [
+            AuditRecord(now, self.actor.name, action, entity_key(e), detail=detail or {})
+            for e in (*put, *delete)
+        ]
+        self.store.commit(records, audits)
+        for e in put:
+            self.state.put(e)
+        for e in delete:
+            self.state.remove(e)
+        if self.mosquitto is not None and commands:
+            try:
+                self.mosquitto.call(commands)
+            except DynsecError as exc:
+                raise MosquittoOutOfStepError(
+                    f"{action} saved in the registry, but Mosquitto was not updated ({exc}): "
+                    "run `iot-devices mosquitto sync`, then rotate any secret this issued"
+                ) from exc
+
+    # --- tenants -------------------------------------------------------------------------------
+
+    def tenant(self, tenant_id: str) -> Tenant:
+        self._check("tenant", READ, tenant_id)
+        found = self.state.tenants.get(tenant_id)
+        if found is None:
+            raise NotFoundError(f"no tenant {tenant_id!r}")
+        return found
+
+    def tenants(self) -> list[Tenant]:
+        return [t for _, t in sorted(self.state.tenants.items()) if self._may("tenant", READ, t.id)]
+
+    def _may(self, kind: str, access: str, tenant: str | None) -> bool:
+        return allowed(self.actor, kind, access, tenant)
+
+    def create_tenant(self, tenant_id: str, quotas: Quotas | None = None) -> Tenant:
+        self._check("tenant", WRITE, None)
+        if tenant_id in self.state.tenants:
+            raise ConflictError(f"tenant {tenant_id!r} exists")
+        now = self._now()
+        tenant = Tenant(tenant_id, quotas or Quotas(), created_at=now, updated_at=now)
+        self._commit("tenant.create", put=[tenant], detail={"quotas": vars(tenant.quotas)})
+        return tenant
+
+    def set_tenant_disabled(self, tenant_id: str, disabled: bool) -> Tenant:
+        self._check("tenant", WRITE, None)
+        old = self.tenant(tenant_id)
+        new = bump(old, self._now(), disabled=disabled)
+        cmds = plan.set_devices_enabled(self.state.devices_of(tenant_id), not disabled)
+        cmds += plan.set_accounts_enabled(self._accounts_of(tenant_id), not disabled)
+        self._commit("tenant.disable" if disabled else "tenant.enable", put=[new], commands=cmds)
+        return new
+
+    def set_quotas(self, tenant_id: str, quotas: Quotas) -> Tenant:
+        self._check("tenant", WRITE, None)
+        new = bump(self.tenant(tenant_id), self._now(), quotas=quotas)
+        self._commit("tenant.quotas", put=[new], detail={"quotas": vars(quotas)})
+        return new
+
+    def delete_tenant(self, tenant_id: str, cascade: bool = False) -> None:
+        self._check("tenant", WRITE, None)
+        tenant = self.tenant(tenant_id)
+        devices = self.state.devices_of(tenant_id)
+        accounts = self._accounts_of(tenant_id)
+        if (devices or accounts) and not cascade:
+            raise ConflictError(
+                f"tenant {tenant_id!r} has {len(devices)} device(s) and {len(accounts)} "
+                "account(s): delete them first or use cascade"
+            )
+        cmds = [c for d in devices for c in plan.delete_device(d)]
+        cmds += [c for a in accounts for c in plan.delete_account(a)]
+        cmds += plan.delete_groups(tenant_id, (g for d in devices for g in d.groups))
+        self._commit("tenant.delete", delete=[*devices, *accounts, tenant], commands=cmds)
+
+    def _accounts_of(self, tenant_id: str) -> list[ServiceAccount]:
+        return [a for _, a in sorted(self.state.accounts.items()) if a.tenant == tenant_id]
+
+    def _tenant_disabled(self, tenant_id: str | None) -> bool:
+        """True if ``tenant_id`` names a tenant that is disabled or gone (None: system)."""
+        if tenant_id is None:
+            return False
+        owner = self.state.tenants.get(tenant_id)
+        return owner is None or owner.disabled
+
+    # --- devices -------------------------------------------------------------------------------
+
+    def device(self, tenant: str, device_id: str) -> Device:
+        self._check("device", READ, tenant)
+        found = self.state.devices.get((tenant, device_id))
+        if found is None:
+            raise NotFoundError(f"no device {device_id!r} in tenant {tenant!r}")
+        return found
+
+    def devices(
+        self, tenant: str | None = None, search: str | None = None, group: str | None = None
+    ) -> list[Device]:
+        """Devices the actor may read, optionally of one tenant, whose id contains ``search``,
+        in ``group``."""
+        return [
+            d
+            for (t, i), d in sorted(self.state.devices.items())
+            if (tenant is None or t == tenant)
+            and (search is None or search.lower() in i.lower())
+            and (group is None or group in d.groups)
+            and self._may("device", READ, t)
+        ]
+
+    def add_device(
+        self,
+        tenant: str,
+        device_id: str,
+        groups: Iterable[str] = (),
+        cert_fingerprint: str | None = None,
+        with_secret: bool = True,
+    ) -> Issued:
+        fingerprint = hashing.normalise_fingerprint(cert_fingerprint) if cert_fingerprint else None
+        return self.add_devices(tenant, [device_id], groups, fingerprint, with_secret)[0]
+
+    def add_devices(
+        self,
+        tenant: str,
+        device_ids: Sequence[str],
+        groups: Iterable[str] = (),
+        fingerprint: str | None = None,
+        with_secret: bool = True,
+    ) -> list[Issued]:
+        """Register devices in one transaction and one batch of Mosquitto changes (bulk
+        provisioning, e.g. a simulated fleet); all or none are added."""
+        self._check("device", WRITE, tenant)
+        owner = self.tenant(tenant)
+        if not device_ids:
+            return []
+        taken = [d for d in device_ids if (tenant, d) in self.state.devices]
+        if taken or len(set(device_ids)) != len(device_ids):
+            what = ", ".join(taken) if taken else "a repeated id"
+            raise ConflictError(f"device(s) {what}: already exists in tenant {tenant!r}")
+        limit = owner.quotas.devices
+        if limit is not None and len(self.state.devices_of(tenant)) + len(device_ids) > limit:
+            raise ConflictError(f"tenant {tenant!r} would exceed its quota of {limit} device(s)")
+        now, group_list = self._now(), tuple(groups)
+        issued: list[Issued] = []
+        cmds: list[plan.Command] = []
+        for device_id in device_ids:
+            secret = hashing.generate_secret() if with_secret else None
+            creds = Credentials(secret and hashing.hash_secret(secret), fingerprint)
+            device = Device(tenant, device_id, group_list, credentials=creds)
+            device = replace(device, created_at=now, updated_at=now)
+            cmds += plan.add_device(device, secret, owner.disabled)
+            issued.append(Issued(device, secret))
+        kinds = Credentials("-" if with_secret else None, fingerprint).kinds
+        detail = {"groups": list(group_list), "credentials": kinds}
+        self._commit("device.add", put=[i.entity for i in issued], commands=cmds, detail=detail)
+        return issued
+
+    def _change_device(
+        self, tenant: str, device_id: str, action: str, secret: str | None = None, **changes: Any
+    ) -> Device:
+        self._check("device", WRITE, tenant)
+        old = self.device(tenant, device_id)
+        new = bump(old, self._now(), **changes)
+        cmds = plan.update_device(old, new, secret, self._tenant_disabled(tenant))
+        detail = {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
+        detail.pop("credentials", None)
+        self._commit(action, put=[new], commands=cmds, detail=detail)
+        return new
+
+    def set_device_disabled(self, tenant: str, device_id: str, disabled: bool) -> Device:
+        action = "device.disable" if disabled else "device.enable"
+        return self._change_device(tenant, device_id, action, disabled=disabled)
+
+    def rotate_device(self, tenant: str, device_id: str) -> Issued:
+        """A new secret; the old one stops working at once (Mosquitto drops its connection)."""
+        old = self.device(tenant, device_id)
+        secret = hashing.generate_secret()
+        creds = Credentials(hashing.hash_secret(secret), old.credentials.cert_fingerprint)
+        new = self._change_device(
+            tenant, device_id, "device.rotate", secret=secret, credentials=creds
+        )
+        return Issued(new, secret)
+
+    def set_device_groups(
+        self, tenant: str, device_id: str, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Device:
+        old = self.device(tenant, device_id)
+        gone = set(remove)
+        groups = [g for g in old.groups if g not in gone]
+        groups += [g for g in dict.fromkeys(add) if g not in groups]
+        return self._change_device(tenant, device_id, "device.groups", groups=tuple(groups))
+
+    def delete_device(self, tenant: str, device_id: str) -> None:
+        self._check("device", WRITE, tenant)
+        device = self.device(tenant, device_id)
+        self._commit("device.delete", delete=[device], commands=plan.delete_device(device))
+
+    def verify_device(self, tenant: str, device_id: str, secret: str) -> bool:
+        """True if the device exists, is enabled (tenant too) and ``secret`` is its secret."""
+        device = self.state.devices.get((tenant, device_id))
+        usable = device is not None and not device.disabled and not self._tenant_disabled(tenant)
+        stored = device.credentials.secret_hash if device is not None and usable else None
+        return hashing.verify_in_constant_time(secret, stored)
+
+    # --- service accounts ----------------------------------------------------------------------
+
+    def account(self, name: str) -> ServiceAccount:
+        found = self.state.accounts.get(name)
+        if found is None:
+            raise NotFoundError(f"no account {name!r}")
+        self._check("account", READ, found.tenant)
+        return found
+
+    def accounts(self) -> list[ServiceAccount]:
+        return [
+            a
+            for _, a in sorted(self.state.accounts.items())
+            if self._may("account", READ, a.tenant)
+        ]
+
+    def create_account(
+        self, name: str, roles: Sequence[Role], tenant: str | None = None, action: str = "create"
+    ) -> Issued:
+        self._check("account", WRITE, tenant)
+        if name in self.state.accounts:
+            raise ConflictError(f"account {name!r} exists")
+        if tenant is not None:
+            self.tenant(tenant)
+        secret = hashing.generate_secret()
+        now = self._now()
+        account = ServiceAccount(
+            ids.account_name(name),
+            tuple(dict.fromkeys(roles)),
+            tenant,
+            credentials=Credentials(hashing.hash_secret(secret)),
+            created_at=now,
+            updated_at=now,
+        )
+        detail = {"roles": [str(r) for r in account.roles], "tenant": tenant}
+        cmds = plan.add_account(account, secret, self._tenant_disabled(tenant))
+        self._commit(f"account.{action}", put=[account], commands=cmds, detail=detail)
+        return Issued(account, secret)
+
+    def bootstrap_admin(self, name: str) -> Issued:
+        """The first administrator; refused once any administrator exists."""
+        if any(Role.ADMIN in a.roles for a in self.state.accounts.values()):
+            raise ConflictError("an administrator exists already: bootstrap is for the first one")
+        return self.create_account(name, [Role.ADMIN], action="bootstrap")
+
+    def _change_account(
+        self, name: str, action: str, secret: str | None = None, **changes: Any
+    ) -> ServiceAccount:
+        old = self.account(name)
+        self._check("account", WRITE, old.tenant)
+        new = bump(old, self._now(), **changes)
+        detail = {k: v for k, v in changes.items() if k != "credentials"}
+        cmds = plan.update_account(old, new, secret, self._tenant_disabled(new.tenant))
+        self._commit(action, put=[new], commands=cmds, detail=detail)
+        return new
+
+    def set_account_disabled(self, name: str, disabled: bool) -> ServiceAccount:
+        action = "account.disable" if disabled else "account.enable"
+        return self._change_account(name, action, disabled=disabled)
+
+    def rotate_account(self, name: str) -> Issued:
+        secret = hashing.generate_secret()
+        new = self._change_account(
+            name, "account.rotate", secret, credentials=Credentials(hashing.hash_secret(secret))
+        )
+        return Issued(new, secret)
+
+    def delete_account(self, name: str) -> None:
+        account = self.account(name)
+        self._check("account", WRITE, account.tenant)
+        self._commit("account.delete", delete=[account], commands=plan.delete_account(account))
+
+    def authenticate_account(self, name: str, secret: str) -> Actor | None:
+        """The actor behind ``name``/``secret`` (for the HTTP service), or None."""
+        account = self.state.accounts.get(name)
+        stored = None
+        if (
+            account is not None
+            and not account.disabled
+            and not self._tenant_disabled(account.tenant)
+        ):
+            stored = account.credentials.secret_hash
+        if account is None or not hashing.verify_in_constant_time(secret, stored):
+            return None
+        return Actor(f"svc/{account.name}", account.roles, account.tenant)

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from registry import dynsec_plan as plan
+from registry.model import Credentials, Device, Role, ServiceAccount
+
+CREDS = Credentials(secret_hash="h")
+
+
+def _names(cmds: list[plan.Command]) -> list[str]:
+    return [c.body["command"] for c in cmds]
+
+
+def test_add_device_replaces_a_stale_client_and_pins_the_client_id() -> None:
+    device = Device("t1", "d1", ("g",), credentials=CREDS)
+    cmds = plan.add_device(device, "s3cret")
+    assert cmds[0].body == {"command": "deleteClient", "username": "t1/d1"}
+    assert "Client not found" in cmds[0].tolerate
+    client = next(c.body for c in cmds if c.body["command"] == "createClient")
+    assert client["clientid"] == "t1/d1"
+    assert client["password"] == "s3cret"
+    assert client["roles"] == [{"rolename": "device:t1/d1"}]
+    assert "createGroup" in _names(cmds)
+    assert "disableClient" not in _names(cmds)
+    acls = [c.body for c in cmds if c.body["command"] == "addRoleACL"]
+    assert {a["topic"] for a in acls if a["rolename"] == "device:t1/d1"} >= {
+        "tenants/t1/devices/d1/telemetry",
+        "tenants/t1/devices/d1/commands/#",
+    }
+
+
+def test_disabled_device_or_tenant_is_created_disabled_and_without_password() -> None:
+    device = Device("t1", "d1", disabled=True, credentials=CREDS)
+    cmds = plan.add_device(device, None)
+    assert _names(cmds)[-1] == "disableClient"
+    assert "password" not in next(c.body for c in cmds if c.body["command"] == "createClient")
+    enabled = Device("t1", "d2", credentials=CREDS)
+    assert _names(plan.add_device(enabled, "x", tenant_disabled=True))[-1] == "disableClient"
+
+
+def test_update_device_sends_only_the_difference() -> None:
+    old = Device("default", "d1", ("a",), credentials=CREDS)
+    assert plan.update_device(old, old, None) == []
+    disabled = Device("default", "d1", ("a",), True, CREDS)
+    assert [c.body for c in plan.update_device(old, disabled, None)] == [
+        {"command": "disableClient", "username": "d1"}
+    ]
+    moved = Device("default", "d1", ("b",), credentials=CREDS)
+    names = _names(plan.update_device(old, moved, None))
+    assert names[0] == "removeGroupClient"
+    assert names[-1] == "addGroupClient"
+    rotated = _names(plan.update_device(old, old, "new"))
+    assert rotated == ["setClientPassword", "enableClient"]
+
+
+def test_accounts_without_mqtt_roles_get_no_client() -> None:
+    viewer = ServiceAccount("v", (Role.VIEWER,), credentials=CREDS)
+    assert plan.add_account(viewer, "x") == []
+    edge = ServiceAccount("e1", (Role.EDGE,), "t1", credentials=CREDS)
+    client = plan.add_account(edge, "x")[-1].body
+    assert client["username"] == "svc/e1"
+    assert client["roles"] == [{"rolename": "svc:edge:t1"}]
+
+
+def test_default_access_denies_all_but_unsubscribe() -> None:
+    (cmd,) = plan.default_access()
+    allows = {a["acltype"]: a["allow"] for a in cmd.body["acls"]}
+    assert allows == {
+        "publishClientSend": False,
+        "publishClientReceive": False,
+        "subscribe": False,
+        "unsubscribe": True,
+    }
