@@ -9,6 +9,7 @@ from typing import Any
 
 from stack.errors import StackError
 from stack.ports import free_ports
+from stack.supervision import RestartPolicy
 
 COMMANDS_MODES = ("separate", "inline", "off")
 
@@ -90,6 +91,18 @@ class StackConfig:
     device_hours: float = _setting(
         "IOT_STACK_DEVICE_HOURS", 24.0, "how long the simulated devices run"
     )
+    supervise: bool = _setting(
+        "IOT_STACK_SUPERVISE", True, "run the services under the supervisor, which restarts them"
+    )
+    restart_backoff_initial: float = _setting(
+        "IOT_STACK_RESTART_BACKOFF_INITIAL", 1.0, "seconds before the first restart of a streak"
+    )
+    restart_backoff_max: float = _setting(
+        "IOT_STACK_RESTART_BACKOFF_MAX", 30.0, "longest wait between restarts (doubling up to it)"
+    )
+    restart_stable: float = _setting(
+        "IOT_STACK_RESTART_STABLE", 60.0, "seconds up after which a service's backoff starts over"
+    )
 
     def __post_init__(self) -> None:
         for name in ("mqtt_port", "kafka_port", "kafka_controller_port"):
@@ -113,6 +126,8 @@ class StackConfig:
             )
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
+        if not 0 < self.restart_backoff_initial <= self.restart_backoff_max:
+            raise StackError("need 0 < restart_backoff_initial <= restart_backoff_max")
         object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
 
     @classmethod
@@ -129,7 +144,10 @@ class StackConfig:
     def servers_on_free_ports(
         cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m"
     ) -> StackConfig:
-        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks."""
+        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks.
+
+        Not supervised: fault tests stop, kill and restart the servers themselves.
+        """
         mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(
             data_dir=data_dir,
@@ -140,6 +158,15 @@ class StackConfig:
             kafka_heap=kafka_heap,
             with_bridge=False,
             with_analytics=False,
+            supervise=False,
+        )
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(
+            initial_s=self.restart_backoff_initial,
+            max_s=self.restart_backoff_max,
+            stable_s=self.restart_stable,
         )
 
     def with_changes(self, **changes: Any) -> StackConfig:
