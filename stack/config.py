@@ -84,6 +84,9 @@ class StackConfig:
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )
+    analytics_http_port: int = _setting(
+        "IOT_STACK_ANALYTICS_HTTP_PORT", 9102, "the streaming job's health and metrics port"
+    )
     devices: int = _setting("IOT_STACK_DEVICES", 0, "simulated devices to run (0 = none)")
     device_rate: float = _setting(
         "IOT_STACK_DEVICE_RATE", 1.0, "messages per second per simulated device"
@@ -111,7 +114,7 @@ class StackConfig:
                 raise StackError(f"{name} must be a TCP port, got {value}")
         if self.mqtt_port == 0 or self.kafka_port == 0:
             raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
-        for name in ("bridge_http_port", "commands_http_port"):
+        for name in ("bridge_http_port", "commands_http_port", "analytics_http_port"):
             value = getattr(self, name)
             if not 1 <= value <= 65535:
                 raise StackError(f"{name} must be a fixed TCP port, got {value}")

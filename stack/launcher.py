@@ -177,19 +177,22 @@ class Stack:
 
     def analytics(self) -> AppService:
         cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
         env = self._app_env() | {
             "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
             "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
+            "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
+            "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
         }
         return AppService(
             cfg,
             "analytics",
             [sys.executable, "-m", "spark_jobs.cli", "stream"],
             env=env,
-            # Spark has no health port; a broken job dies within seconds of starting
-            ready=lambda: alive_for(15.0),
-            ready_what="the Spark streaming job staying up",
-            endpoint=str(cfg.warehouse_dir),
+            # /healthz answers once the session is up and the queries started
+            ready=lambda: http_ok(f"{url}/healthz"),
+            ready_what=f"{url}/healthz answering 200",
+            endpoint=f"{url}/metrics",
             supervisor=self.link,
         )
 
