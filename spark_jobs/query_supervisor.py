@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -26,10 +27,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_PY_ERROR = re.compile(r"^[\w.]+(Error|Exception): ")
+
+
 def _short(error: object) -> str:
-    """The first line of a (JVM) error, without its stack."""
-    lines = str(error).strip().splitlines()
-    return (lines[0] if lines else type(error).__name__)[:300]
+    """The line of a (JVM or Python) error that says what failed, without the stack."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    if "Traceback" in lines[0]:
+        # a Python error raised in a foreachBatch function: its last `XError: ...` line
+        found = [line for line in lines if _PY_ERROR.match(line)]
+        if found:
+            return found[-1][:300]
+    return lines[0][:300]
 
 
 class QuerySupervisor:
@@ -58,6 +69,8 @@ class QuerySupervisor:
             self._start(name)
         with self.lock:
             self.health.running = True
+        # the first batch takes a while anyway; the first check comes one interval later
+        self._next_check = time.time() + self.settings.check_interval_s
         try:
             while not stop.is_set():
                 self._watch()
