@@ -234,13 +234,16 @@ class ManagedProcess:
             log.warning("%s (pid %d) ignored SIGTERM for %.0f s; killing", self.name, pid, timeout)
             self._signal(pid, signal.SIGKILL)
             self._wait_gone(10.0)
-        self._sweep_group(pid)
+        self.sweep_group(pid)
         self._cleanup()
         return True
 
-    def _sweep_group(self, pid: int) -> None:
-        # The server ran in a session of its own (pgid = its pid): whatever it left behind in
-        # that group (a helper it forked) goes with it, so `down` leaves no process behind.
+    def sweep_group(self, pid: int) -> None:
+        """SIGKILL what the dead process `pid` left in its process group (a forked helper).
+
+        The server ran in a session of its own (pgid = its pid): whatever it left behind in
+        that group goes with it, so neither `down` nor a restart leaves a process behind.
+        """
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
 

@@ -109,6 +109,8 @@ class Supervisor:
             if alive:
                 continue
             changed = True
+            if proc is not None:
+                proc.sweep_group(rec.pid)  # its helpers (the analytics job's JVM) go with it
             uptime = now - (rec.started_at or now)
             rec.last_exit, rec.last_exit_pid, rec.last_exit_at = exit_reason(code), rec.pid, now
             rec.pid, rec.adopted = None, False

@@ -155,3 +155,32 @@ def test_exit_reasons() -> None:
     assert exit_reason(-9) == "killed by SIGKILL"
     assert exit_reason(2) == "exit code 2"
     assert exit_reason(None).startswith("gone")
+
+
+def test_a_dead_services_helpers_go_with_it(
+    run_dir: Path, supervisor: Callable[[], Running]
+) -> None:
+    supervisor()
+    link = SupervisorLink(run_dir)
+    proc = _proc(run_dir, link)
+    helper_file = run_dir.parent / "helper.pid"
+    code = (
+        "import subprocess, sys, time;"
+        "h = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
+        f"open({str(helper_file)!r}, 'w').write(str(h.pid));"
+        "print('up', flush=True); time.sleep(120)"
+    )
+    pid = proc.start([sys.executable, "-c", code])
+    proc.wait_ready(lambda: "up" in proc.log_since_start(), 10, "printed up")
+    helper = int(helper_file.read_text())
+    os.kill(pid, signal.SIGKILL)  # the helper is orphaned, still in the service's group
+    _wait(_replaced(proc, pid), 10, "restarted")
+    _wait(lambda: not _alive(helper), 5, "the orphaned helper killed")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
