@@ -208,3 +208,91 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
+
+
+def _records_arrive(bootstrap: str, timeout: float = 60) -> bool:
+    """Any new record in iot.telemetry (the simulated devices publish continuously)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}"})
+    try:
+        meta = consumer.list_topics("iot.telemetry", timeout=30).topics["iot.telemetry"]
+        consumer.assign([TopicPartition("iot.telemetry", p, OFFSET_END) for p in meta.partitions])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                return True
+        return False
+    finally:
+        consumer.close()
+
+
+def _spark_drivers(data_dir: Path) -> list[str]:
+    return [p for p in _processes_of(data_dir) if "SparkSubmit" in p]
+
+
+@pytest.mark.spark
+def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
+    mqtt, kafka, controller, bridge_http, commands_http, analytics_http = free_ports(6)
+    data_dir = (tmp_path / "var").resolve()
+    args = [
+        "--data-dir", str(data_dir),
+        "--mqtt-port", str(mqtt),
+        "--kafka-port", str(kafka),
+        "--kafka-controller-port", str(controller),
+        "--bridge-http-port", str(bridge_http),
+        "--commands-http-port", str(commands_http),
+    ]  # fmt: skip
+    env = dict(os.environ) | {
+        "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
+        "IOT_STACK_ANALYTICS_HTTP_PORT": str(analytics_http),
+        "IOT_KAFKA_HEAP": "512m",
+        "IOT_START_TIMEOUT": "240",
+    }
+    bootstrap = f"127.0.0.1:{kafka}"
+    healthz = f"http://127.0.0.1:{analytics_http}/healthz"
+    up = _cli(
+        ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
+         "--device-rate", "2"],
+        env, timeout=400,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        status = _status(args, env)
+        assert list(status) == [
+            "supervisor",
+            "mosquitto",
+            "kafka",
+            "bridge",
+            "analytics",
+            "devices",
+        ]
+        assert status["analytics"].endswith(f"http://127.0.0.1:{analytics_http}/metrics")
+        assert len(_spark_drivers(data_dir)) == 1
+
+        old = _pid(status["analytics"])
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        back = _wait(
+            lambda: _pid(_status(args, env)["analytics"]) not in (None, old),
+            BACK_WITHIN_S + 10,
+            "analytics restarted",
+        )
+        assert "restarts 1 (last: killed by SIGKILL)" in _status(args, env)["analytics"]
+        ready = _wait(lambda: _http_ok(healthz), 240, "analytics /healthz again")
+        # the killed job's Spark JVM went with it: one driver, the new one
+        assert len(_spark_drivers(data_dir)) == 1, _spark_drivers(data_dir)
+
+        old = _pid(_status(args, env)["devices"])
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        _wait(
+            lambda: _pid(_status(args, env)["devices"]) not in (None, old),
+            BACK_WITHIN_S + 10,
+            "devices restarted",
+        )
+        assert _records_arrive(bootstrap), "no telemetry from the restarted devices"
+        print(f"analytics: back in {back:.1f} s, /healthz 200 {ready:.0f} s later")
+    finally:
+        down = _cli(["down", *args], env)
+    assert down.returncode == 0, down.stderr
+    _wait(lambda: not _processes_of(data_dir), 20, "every process gone")
