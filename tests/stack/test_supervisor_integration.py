@@ -114,7 +114,7 @@ def _processes_of(data_dir: Path) -> list[str]:
         except OSError:
             continue
         if str(data_dir) in argv or cwd.startswith(str(data_dir)):
-            found.append(f"{entry.name}: {argv[:200]}")
+            found.append(f"{entry.name}: {argv}")
     return found
 
 
@@ -196,7 +196,11 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         down = _cli(["down", *args], env)
     assert down.returncode == 0, down.stderr
     assert "stopping supervisor" in down.stderr
-    _wait(lambda: not _processes_of(data_dir), 10, "every process gone")
+    _wait(
+        lambda: not _processes_of(data_dir),
+        10,
+        f"every process gone (left when down returned: {_processes_of(data_dir)})",
+    )
     for name, pid in seen_pids.items():
         assert pid is None or not _alive(pid), f"{name} (pid {pid}) still runs"
 
@@ -295,4 +299,8 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
     finally:
         down = _cli(["down", *args], env)
     assert down.returncode == 0, down.stderr
-    _wait(lambda: not _processes_of(data_dir), 20, "every process gone")
+    _wait(
+        lambda: not _processes_of(data_dir),
+        20,
+        f"every process gone (left when down returned: {_processes_of(data_dir)})",
+    )
