@@ -14,6 +14,13 @@ Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs a
 sink commits a batch's files in its ``_spark_metadata`` log under the batch id, so a batch
 replayed after a crash replaces, never adds to, what its first attempt wrote. The
 device_status snapshot is written per batch id and swapped in (see :mod:`spark_jobs.tables`).
+
+Recovery: run continuously, the job outlives its queries. A query that fails (Kafka away:
+``STREAM_FAILED``) is started again from its checkpoint after a backoff (2, 4, 8 ... 60 s),
+the others go on; the same checkpoint makes the replay exactly-once. With
+``IOT_ANALYTICS_HTTP_PORT`` set the job serves ``/healthz``, ``/readyz`` and ``/metrics``,
+where a stalled query (records waiting in Kafka, nothing committed for
+``IOT_ANALYTICS_STALL_AFTER`` s) shows (see :mod:`spark_jobs.query_health`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -29,6 +37,9 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs import schemas, tables, transforms
 from spark_jobs.anomaly import AnomalyRule, anomalies
 from spark_jobs.config import AnalyticsConfig
+from spark_jobs.health_http import HealthEndpoint
+from spark_jobs.query_health import HealthSettings
+from spark_jobs.query_supervisor import QuerySupervisor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,10 +89,10 @@ def _parquet_query(
     return writer.start()
 
 
-def start_queries(
+def query_builders(
     spark: SparkSession, cfg: AnalyticsConfig, *, available_now: bool
-) -> list[StreamingQuery]:
-    """Start the job's five queries; returns them running."""
+) -> dict[str, Callable[[], StreamingQuery]]:
+    """Name -> a function starting that query (from its checkpoint, when it has one)."""
     from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
 
     cfg.warehouse_dir.mkdir(parents=True, exist_ok=True)
@@ -95,28 +106,9 @@ def start_queries(
         valid = transforms.valid_telemetry(telemetry())
         return valid.withWatermark("event_time", cfg.watermark)
 
-    queries = [
-        _parquet_query(
-            transforms.device_minute(windowed(), metrics), cfg, schemas.DEVICE_MINUTE, available_now
-        ),
-        _parquet_query(
-            transforms.fleet_minute(windowed(), metrics), cfg, schemas.FLEET_MINUTE, available_now
-        ),
-        _parquet_query(
-            anomalies(
-                transforms.valid_telemetry(telemetry()), metrics, AnomalyRule.from_config(cfg)
-            ),
-            cfg,
-            schemas.ANOMALIES,
-            available_now,
-        ),
-        _parquet_query(transforms.rejects(telemetry()), cfg, schemas.REJECTS, available_now),
-    ]
+    def parquet(name: str, frame: Callable[[], DataFrame]) -> Callable[[], StreamingQuery]:
+        return lambda: _parquet_query(frame(), cfg, name, available_now)
 
-    facts = transforms.device_facts(
-        transforms.valid_telemetry(telemetry()),
-        transforms.parse_presence(kafka_source(spark, cfg, cfg.topic_presence)),
-    )
     warehouse = cfg.warehouse_dir
     silence = cfg.silence_s
 
@@ -124,19 +116,47 @@ def start_queries(
         status = transforms.device_status(batch, F.current_timestamp(), silence)
         tables.publish_snapshot(status, warehouse, schemas.DEVICE_STATUS, batch_id)
 
-    writer = (
-        facts.writeStream.queryName(schemas.DEVICE_STATUS)
-        .outputMode("complete")
-        .option("checkpointLocation", str(cfg.checkpoint_path(schemas.DEVICE_STATUS).resolve()))
-        .foreachBatch(publish)
-    )
-    writer = (
-        writer.trigger(availableNow=True)
-        if available_now
-        else writer.trigger(processingTime=cfg.trigger_interval)
-    )
-    queries.append(writer.start())
-    return queries
+    def device_status() -> StreamingQuery:
+        facts = transforms.device_facts(
+            transforms.valid_telemetry(telemetry()),
+            transforms.parse_presence(kafka_source(spark, cfg, cfg.topic_presence)),
+        )
+        writer = (
+            facts.writeStream.queryName(schemas.DEVICE_STATUS)
+            .outputMode("complete")
+            .option("checkpointLocation", str(cfg.checkpoint_path(schemas.DEVICE_STATUS).resolve()))
+            .foreachBatch(publish)
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime=cfg.trigger_interval)
+        )
+        return writer.start()
+
+    return {
+        schemas.DEVICE_MINUTE: parquet(
+            schemas.DEVICE_MINUTE, lambda: transforms.device_minute(windowed(), metrics)
+        ),
+        schemas.FLEET_MINUTE: parquet(
+            schemas.FLEET_MINUTE, lambda: transforms.fleet_minute(windowed(), metrics)
+        ),
+        schemas.ANOMALIES: parquet(
+            schemas.ANOMALIES,
+            lambda: anomalies(
+                transforms.valid_telemetry(telemetry()), metrics, AnomalyRule.from_config(cfg)
+            ),
+        ),
+        schemas.REJECTS: parquet(schemas.REJECTS, lambda: transforms.rejects(telemetry())),
+        schemas.DEVICE_STATUS: device_status,
+    }
+
+
+def start_queries(
+    spark: SparkSession, cfg: AnalyticsConfig, *, available_now: bool
+) -> list[StreamingQuery]:
+    """Start the job's five queries; returns them running."""
+    return [start() for start in query_builders(spark, cfg, available_now=available_now).values()]
 
 
 # --- progress --------------------------------------------------------------------------------
@@ -200,26 +220,47 @@ def _listener(progress_dir: Path) -> Any:
 # --- main ------------------------------------------------------------------------------------
 
 
+def _run_until_drained(session: SparkSession, queries: list[StreamingQuery]) -> int:
+    """The ``available_now`` run: until every query drained Kafka; 1 when one failed."""
+    while True:
+        if all(not q.isActive for q in queries):
+            break
+        if any(q.exception() is not None for q in queries if not q.isActive):
+            break
+        session.streams.awaitAnyTermination(1)
+        session.streams.resetTerminated()
+    failed = [q for q in queries if not q.isActive and q.exception() is not None]
+    for q in failed:
+        log.error("query %s failed: %s", q.name, q.exception())
+    return 1 if failed else 0
+
+
 def run(
     cfg: AnalyticsConfig,
     *,
     available_now: bool = False,
     spark: SparkSession | None = None,
     stop: threading.Event | None = None,
+    health: HealthSettings | None = None,
 ) -> int:
     """Run the job: until every query drained Kafka (``available_now``), or until stopped.
 
-    Returns 0 when every query ended cleanly, 1 when one failed.
+    ``available_now`` returns 0 when every query ended cleanly, 1 when one failed. Run
+    continuously, a failed query is restarted from its checkpoint with backoff and the job
+    returns 0 when stopped. ``health`` defaults to the ``IOT_ANALYTICS_*`` environment.
     """
     from spark_jobs.session import build_session
 
-    session = spark or build_session(cfg, "iot-analytics-stream")
+    settings = health or HealthSettings.from_env()
     stop = stop or threading.Event()
+    supervised: QuerySupervisor | None = None
+    endpoint: HealthEndpoint | None = None
+    session = spark or build_session(cfg, "iot-analytics-stream")
     listener = _listener(cfg.warehouse_dir / PROGRESS_DIR)
     session.streams.addListener(listener)
     queries: list[StreamingQuery] = []
     try:
-        queries = start_queries(session, cfg, available_now=available_now)
+        builders = query_builders(session, cfg, available_now=available_now)
         log.info(
             "streaming %s from %s into %s (%s)",
             cfg.topic_telemetry,
@@ -227,21 +268,24 @@ def run(
             cfg.warehouse_dir,
             "available-now" if available_now else f"every {cfg.trigger_interval}",
         )
-        while not stop.is_set():
-            if all(not q.isActive for q in queries):
-                break
-            if any(q.exception() is not None for q in queries if not q.isActive):
-                break
-            session.streams.awaitAnyTermination(1)
-            session.streams.resetTerminated()
-        failed = [q for q in queries if not q.isActive and q.exception() is not None]
-        for q in failed:
-            log.error("query %s failed: %s", q.name, q.exception())
-        return 1 if failed else 0
+        if available_now:
+            queries = [start() for start in builders.values()]
+            return _run_until_drained(session, queries)
+        supervised = QuerySupervisor(cfg, builders, settings)
+        if settings.http_port is not None:
+            endpoint = HealthEndpoint(settings.http_host, settings.http_port, supervised.snapshot)
+            endpoint.start()
+            log.info("health and metrics on http://%s:%d/", settings.http_host, endpoint.port)
+        supervised.run(stop)
+        return 0
     finally:
         for q in queries:
             if q.isActive:
                 q.stop()
+        if supervised is not None:
+            supervised.stop_all()
+        if endpoint is not None:
+            endpoint.stop()
         if spark is None:
             session.stop()  # stops the listener bus before this process's callback server
         else:

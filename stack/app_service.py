@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from stack.config import StackConfig
 from stack.process import ManagedProcess
+from stack.supervisor_link import SupervisorLink
 
 
 def http_ok(url: str) -> Callable[[], bool]:
@@ -42,6 +43,7 @@ class AppService:
         ready: Callable[[], Callable[[], bool]],
         ready_what: str,
         endpoint: str = "",
+        supervisor: SupervisorLink | None = None,
     ) -> None:
         self.config = config
         self.name = name
@@ -50,7 +52,9 @@ class AppService:
         self.ready = ready
         self.ready_what = ready_what
         self.endpoint = endpoint
-        self.process = ManagedProcess(name, config.run_dir, config.log_dir / f"{name}.log")
+        self.process = ManagedProcess(
+            name, config.run_dir, config.log_dir / f"{name}.log", supervisor
+        )
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 from bridge.console import new_parser
@@ -64,7 +65,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
-    sub.add_parser("status", parents=[common], help="show which services run, and where")
+    sub.add_parser(
+        "status", parents=[common],
+        help="show which services run, their restarts and last exit, and where",
+    )  # fmt: skip
+    sub.add_parser(
+        "supervise", parents=[common],
+        help="run the supervisor in the foreground (`up` starts it in the background): it "
+        "restarts every service `up` started when it dies, with backoff",
+    )  # fmt: skip
 
     serve = sub.add_parser(
         "serve", parents=[common],
@@ -117,6 +126,16 @@ def _serve(config: StackConfig, server: str) -> int:
     return 1  # not reached
 
 
+def _supervise(config: StackConfig) -> int:
+    from stack.supervisor import Supervisor, install_stop_signals
+
+    logging.getLogger().setLevel(logging.INFO)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    Supervisor(config.run_dir, config.restart_policy).run(stop)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "topics":
         created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions)
@@ -125,6 +144,8 @@ def _run(args: argparse.Namespace) -> int:
     stack = Stack(_config(args))
     if args.command == "serve":
         return _serve(stack.config, args.server)
+    if args.command == "supervise":
+        return _supervise(stack.config)
     if args.command == "up":
         stack.up(progress=_say)
         for name, value in stack.endpoints().items():
@@ -136,8 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     statuses = stack.status()
     for st in statuses:
-        state = f"running (pid {st.pid})" if st.running else "stopped"
-        print(f"{st.name:10} {state:22} {st.endpoint}")
+        print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
     return 0 if all(st.running for st in statuses) else 1
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from stack.errors import StackError
 from stack.ports import free_ports
+from stack.supervision import RestartPolicy
 
 COMMANDS_MODES = ("separate", "inline", "off")
 
@@ -83,12 +84,27 @@ class StackConfig:
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )
+    analytics_http_port: int = _setting(
+        "IOT_STACK_ANALYTICS_HTTP_PORT", 9102, "the streaming job's health and metrics port"
+    )
     devices: int = _setting("IOT_STACK_DEVICES", 0, "simulated devices to run (0 = none)")
     device_rate: float = _setting(
         "IOT_STACK_DEVICE_RATE", 1.0, "messages per second per simulated device"
     )
     device_hours: float = _setting(
         "IOT_STACK_DEVICE_HOURS", 24.0, "how long the simulated devices run"
+    )
+    supervise: bool = _setting(
+        "IOT_STACK_SUPERVISE", True, "run the services under the supervisor, which restarts them"
+    )
+    restart_backoff_initial: float = _setting(
+        "IOT_STACK_RESTART_BACKOFF_INITIAL", 1.0, "seconds before the first restart of a streak"
+    )
+    restart_backoff_max: float = _setting(
+        "IOT_STACK_RESTART_BACKOFF_MAX", 30.0, "longest wait between restarts (doubling up to it)"
+    )
+    restart_stable: float = _setting(
+        "IOT_STACK_RESTART_STABLE", 60.0, "seconds up after which a service's backoff starts over"
     )
 
     def __post_init__(self) -> None:
@@ -98,7 +114,7 @@ class StackConfig:
                 raise StackError(f"{name} must be a TCP port, got {value}")
         if self.mqtt_port == 0 or self.kafka_port == 0:
             raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
-        for name in ("bridge_http_port", "commands_http_port"):
+        for name in ("bridge_http_port", "commands_http_port", "analytics_http_port"):
             value = getattr(self, name)
             if not 1 <= value <= 65535:
                 raise StackError(f"{name} must be a fixed TCP port, got {value}")
@@ -113,6 +129,8 @@ class StackConfig:
             )
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
+        if not 0 < self.restart_backoff_initial <= self.restart_backoff_max:
+            raise StackError("need 0 < restart_backoff_initial <= restart_backoff_max")
         object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
 
     @classmethod
@@ -129,7 +147,10 @@ class StackConfig:
     def servers_on_free_ports(
         cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m"
     ) -> StackConfig:
-        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks."""
+        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks.
+
+        Not supervised: fault tests stop, kill and restart the servers themselves.
+        """
         mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(
             data_dir=data_dir,
@@ -140,6 +161,15 @@ class StackConfig:
             kafka_heap=kafka_heap,
             with_bridge=False,
             with_analytics=False,
+            supervise=False,
+        )
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(
+            initial_s=self.restart_backoff_initial,
+            max_s=self.restart_backoff_max,
+            stable_s=self.restart_stable,
         )
 
     def with_changes(self, **changes: Any) -> StackConfig:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -15,6 +17,8 @@ from stack.errors import StackError
 from stack.kafka_server import KafkaServer
 from stack.mosquitto_server import MosquittoServer
 from stack.process import ManagedProcess
+from stack.supervision import ServiceRecord
+from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
@@ -33,10 +37,67 @@ class ServiceStatus:
     name: str
     pid: int | None
     endpoint: str
+    record: ServiceRecord | None = None  # the supervisor's, when the service is supervised
 
     @property
     def running(self) -> bool:
         return self.pid is not None
+
+    @property
+    def state(self) -> str:
+        if self.pid is not None:
+            return f"running (pid {self.pid})"
+        rec = self.record
+        if rec is not None and rec.next_start_at is not None:
+            return f"restarting in {max(rec.next_start_at - time.time(), 0):.0f} s"
+        return "stopped"
+
+    @property
+    def supervision(self) -> str:
+        """Restart count and last exit, for `status` ('' when not supervised)."""
+        rec = self.record
+        if rec is None:
+            return ""
+        text = f"restarts {rec.restarts}"
+        return f"{text} (last: {rec.last_exit})" if rec.last_exit else text
+
+
+class SupervisorService:
+    """The supervisor daemon as one of the stack's services: started first, stopped last."""
+
+    def __init__(self, config: StackConfig, link: SupervisorLink) -> None:
+        self.config = config
+        self.link = link
+        self.process = ManagedProcess(
+            "supervisor", config.run_dir, config.log_dir / "supervisor.log"
+        )
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "stack.cli", "supervise",
+            "--data-dir", str(self.config.data_dir),
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        # Specs of services that no longer run (a machine restart, a `kill` of everything)
+        # are stale: the launcher starts those again itself, in order and waiting for each.
+        for name in self.link.specs():
+            if ManagedProcess(name, self.config.run_dir, self.config.log_dir / "x").pid() is None:
+                self.link.withdraw(name)
+        env = dict(os.environ) | {"PYTHONUNBUFFERED": "1"}
+        pid = self.process.start(self.command(), env=env)
+
+        def ready() -> bool:
+            state = self.link.state()
+            return state is not None and state.pid == pid
+
+        self.process.wait_ready(ready, self.config.start_timeout, "its state file written")
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        return self.process.stop(timeout)
+
+    def running(self) -> bool:
+        return self.process.running()
 
 
 class Stack:
@@ -44,8 +105,14 @@ class Stack:
 
     def __init__(self, config: StackConfig) -> None:
         self.config = config
+        # With supervision on, every service is started by the supervisor daemon, which
+        # restarts it with backoff when it dies (docs/operations.md, "Supervision").
+        self.link = SupervisorLink(config.run_dir) if config.supervise else None
+        self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
         self.mosquitto = MosquittoServer(config)
         self.kafka = KafkaServer(config)
+        self.mosquitto.process.supervisor = self.link
+        self.kafka.process.supervisor = self.link
 
     @property
     def mqtt_host(self) -> str:
@@ -86,6 +153,7 @@ class Stack:
             ready=lambda: http_ok(f"{url}/readyz"),
             ready_what=f"{url}/readyz answering 200",
             endpoint=f"{url}/metrics",
+            supervisor=self.link,
         )
 
     def commands(self) -> AppService:
@@ -104,23 +172,28 @@ class Stack:
             ready=lambda: http_ok(f"{url}/readyz"),
             ready_what=f"{url}/readyz answering 200",
             endpoint=f"{url}/metrics",
+            supervisor=self.link,
         )
 
     def analytics(self) -> AppService:
         cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
         env = self._app_env() | {
             "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
             "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
+            "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
+            "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
         }
         return AppService(
             cfg,
             "analytics",
             [sys.executable, "-m", "spark_jobs.cli", "stream"],
             env=env,
-            # Spark has no health port; a broken job dies within seconds of starting
-            ready=lambda: alive_for(15.0),
-            ready_what="the Spark streaming job staying up",
-            endpoint=str(cfg.warehouse_dir),
+            # /healthz answers once the session is up and the queries started
+            ready=lambda: http_ok(f"{url}/healthz"),
+            ready_what=f"{url}/healthz answering 200",
+            endpoint=f"{url}/metrics",
+            supervisor=self.link,
         )
 
     def devices(self) -> AppService:
@@ -141,6 +214,7 @@ class Stack:
             ready=lambda: alive_for(3.0),
             ready_what="the simulator staying up",
             endpoint=f"{cfg.devices} devices at {cfg.device_rate}/s",
+            supervisor=self.link,
         )
 
     def services(self) -> list[tuple[str, Service]]:
@@ -171,8 +245,11 @@ class Stack:
         """Start what is not running yet; returns the names started. All or nothing."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         started: list[tuple[str, Service]] = []
+        wanted: list[tuple[str, Service]] = list(self.services())
+        if self.link is not None:
+            wanted.insert(0, ("supervisor", self.supervisor))
         try:
-            for name, service in self.services():
+            for name, service in wanted:
                 if service.running():
                     progress(f"{name} already running")
                     continue
@@ -197,9 +274,11 @@ class Stack:
         return [name for name, _ in started]
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
-        """Stop everything, newest first; returns the names that were running."""
+        """Stop everything, newest first, the supervisor last; returns the names that ran."""
+        # No restarts from here on, whatever `up` (and whichever config) started them.
+        self.supervisor.link.withdraw_all()
         stopped: list[str] = []
-        for name, service in reversed(self._all_known()):
+        for name, service in reversed([("supervisor", self.supervisor), *self._all_known()]):
             if service.running():
                 progress(f"stopping {name} ...")
                 if service.stop():
@@ -214,17 +293,32 @@ class Stack:
             # `up --commands-mode inline` has no `commands` process to miss)
             apps = {name for name, _ in self._all_known()[2:]}
             wanted = (wanted - apps) | (apps & set(recorded))
-        return [
-            ServiceStatus(name, service.process.pid(), self._endpoint(name, service))
+        state = self.supervisor.link.state()
+        records = state.services if state is not None else {}
+        found = [
+            ServiceStatus(
+                name, service.process.pid(), self._endpoint(name, service), records.get(name)
+            )
             for name, service in self._all_known()
             if name in wanted or service.running()
         ]
+        supervisor_pid = self.supervisor.process.pid()
+        if supervisor_pid is not None or (
+            self.link is not None and any(st.running for st in found)
+        ):
+            # shown while it runs, and missing when services run without it (they would not
+            # be restarted): `status` then exits 1 and `up` starts a new one, which adopts them
+            where = str(self.supervisor.link.state_path)
+            found.insert(0, ServiceStatus("supervisor", supervisor_pid, where))
+        return found
 
     def _endpoint(self, name: str, service: Service) -> str:
         if name == "mosquitto":
             return self.config.mqtt_url
         if name == "kafka":
             return self.config.kafka_bootstrap
+        if name == "supervisor":
+            return str(self.supervisor.link.state_path)
         # what the `up` that started it printed, whatever flags `status` was given
         recorded = self._recorded_endpoints().get(name)
         if recorded and service.running():

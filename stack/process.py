@@ -2,6 +2,8 @@
 
 State lives in a pid file (pid + argv), so `iot-stack status` and `down` in a later invocation
 find the processes `up` started; argv is compared with /proc so a reused pid is never signalled.
+With a `SupervisorLink` the process is started by the supervisor daemon (`iot-stack
+supervise`), which restarts it when it dies; without one it is this process's own child.
 """
 
 from __future__ import annotations
@@ -16,12 +18,18 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stack.errors import StackError
+from stack.supervision import ServiceSpec
+
+if TYPE_CHECKING:
+    from stack.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1
+_SPAWN_TIMEOUT_S = 30.0  # the supervisor polls its specs every 0.2 s; this is a dead supervisor
 
 
 def _raise_fd_limit() -> None:
@@ -51,12 +59,20 @@ def _proc_argv(pid: int) -> list[str] | None:
 class ManagedProcess:
     """One named server process with a pid file and a log file under the stack's data dir."""
 
-    def __init__(self, name: str, run_dir: Path, log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        run_dir: Path,
+        log_path: Path,
+        supervisor: SupervisorLink | None = None,
+    ) -> None:
         self.name = name
         self.pid_path = run_dir / f"{name}.pid"
         self.log_path = log_path
+        self.supervisor = supervisor
         self._popen: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+        self._started_pid: int | None = None
 
     # -- discovery -------------------------------------------------------------------------
     def pid(self) -> int | None:
@@ -80,19 +96,27 @@ class ManagedProcess:
         return self.pid() is not None
 
     # -- life cycle ------------------------------------------------------------------------
+    def returncode(self) -> int | None:
+        """The exit status of our own child once it ended (reaping it), else None."""
+        return self._popen.poll() if self._popen is not None else None
+
     def start(
         self,
         argv: Sequence[str],
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        banner: str | None = None,
     ) -> int:
         if (pid := self.pid()) is not None:
             raise StackError(f"{self.name} is already running (pid {pid})")
         self.pid_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.supervisor is not None:
+            return self._start_supervised(argv, env, cwd)
         with self.log_path.open("ab") as log_file:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            log_file.write(f"\n=== iot-stack: starting {self.name} at {stamp} ===\n".encode())
+            banner = banner or f"starting {self.name}"
+            log_file.write(f"\n=== iot-stack: {banner} at {stamp} ===\n".encode())
             log_file.flush()
             self._log_offset = log_file.tell()
             self._popen = subprocess.Popen(
@@ -109,7 +133,55 @@ class ManagedProcess:
         argv_seen = _proc_argv(self._popen.pid) or list(argv)
         self.pid_path.write_text(json.dumps({"pid": self._popen.pid, "argv": argv_seen}))
         log.info("started %s (pid %d), log %s", self.name, self._popen.pid, self.log_path)
+        self._started_pid = self._popen.pid
         return self._popen.pid
+
+    def _start_supervised(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
+    ) -> int:
+        """Ask the supervisor to run it; returns the pid the supervisor started."""
+        assert self.supervisor is not None
+        self._popen = None
+        try:
+            self._log_offset = self.log_path.stat().st_size
+        except OSError:
+            self._log_offset = 0
+        requested_at = time.time()
+        self.supervisor.request(
+            ServiceSpec(
+                name=self.name,
+                argv=list(argv),
+                env=dict(env) if env is not None else dict(os.environ),
+                cwd=str(cwd) if cwd is not None else None,
+                log_path=str(self.log_path),
+                requested_at=requested_at,
+            )
+        )
+        rec = self.supervisor.wait_record(
+            self.name,
+            lambda r: r.started_at is not None and r.started_at >= requested_at,
+            _SPAWN_TIMEOUT_S,
+        )
+        if rec is None:
+            self.supervisor.withdraw(self.name)
+            raise StackError(
+                f"the supervisor did not start {self.name} within {_SPAWN_TIMEOUT_S:.0f} s "
+                "(is it running? see logs/supervisor.log)"
+            )
+        pid = rec.pid if rec.pid is not None else rec.last_exit_pid
+        assert pid is not None
+        self._started_pid = pid
+        log.info("supervisor started %s (pid %d), log %s", self.name, pid, self.log_path)
+        return pid
+
+    def _exit_description(self) -> str:
+        if self.supervisor is None:
+            code = self._popen.poll() if self._popen is not None else None
+            return f"code {code}"
+        # the supervisor reaps it and records why, a moment after /proc shows it gone
+        started = self._started_pid
+        rec = self.supervisor.wait_record(self.name, lambda r: r.last_exit_pid == started, 3.0)
+        return rec.last_exit or "unknown" if rec is not None else "reason not recorded"
 
     def log_since_start(self) -> str:
         try:
@@ -127,10 +199,12 @@ class ManagedProcess:
         """Wait until `check()` is true; fail fast with the log tail if the process dies."""
         deadline = time.monotonic() + timeout
         while True:
-            if self.pid() is None:
-                code = self._popen.poll() if self._popen is not None else None
+            pid = self.pid()
+            if pid is None or (self._started_pid is not None and pid != self._started_pid):
+                # gone, or already replaced by the supervisor: this start failed
                 raise StackError(
-                    f"{self.name} exited (code {code}) before it was ready ({what}).\n"
+                    f"{self.name} exited ({self._exit_description()}) before it was ready "
+                    f"({what}).\n"
                     f"Last lines of {self.log_path}:\n{self.log_tail()}"
                 )
             if check():
@@ -145,7 +219,12 @@ class ManagedProcess:
             time.sleep(_POLL_S)
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM, wait up to `timeout`, then SIGKILL. True if something was running."""
+        """SIGTERM, wait up to `timeout`, then SIGKILL. True if something was running.
+
+        A supervised process is first withdrawn from the supervisor, so it stays stopped.
+        """
+        if self.supervisor is not None:
+            self.supervisor.withdraw(self.name)
         pid = self.pid()
         if pid is None:
             self._cleanup()
@@ -155,11 +234,21 @@ class ManagedProcess:
             log.warning("%s (pid %d) ignored SIGTERM for %.0f s; killing", self.name, pid, timeout)
             self._signal(pid, signal.SIGKILL)
             self._wait_gone(10.0)
+        self.sweep_group(pid)
         self._cleanup()
         return True
 
+    def sweep_group(self, pid: int) -> None:
+        """SIGKILL what the dead process `pid` left in its process group (a forked helper).
+
+        The server ran in a session of its own (pgid = its pid): whatever it left behind in
+        that group goes with it, so neither `down` nor a restart leaves a process behind.
+        """
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
     def kill(self) -> None:
-        """SIGKILL at once: the crash the fault tests need."""
+        """SIGKILL at once: the crash the fault tests need (a supervisor restarts it)."""
         pid = self.pid()
         if pid is not None:
             self._signal(pid, signal.SIGKILL)

@@ -1,0 +1,58 @@
+"""The streaming job's health endpoint over HTTP, fed a JobHealth by hand."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from spark_jobs.health_http import HealthEndpoint
+from spark_jobs.query_health import HealthSettings, JobHealth
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode()
+
+
+def test_health_ready_and_metrics_follow_the_job() -> None:
+    job = JobHealth()
+    endpoint = HealthEndpoint("127.0.0.1", 0, lambda: job)
+    endpoint.start()
+    base = f"http://127.0.0.1:{endpoint.port}"
+    try:
+        assert _get(f"{base}/healthz")[0] == 503  # the loop has not started
+        job.running = True
+        job.kafka_reachable = True
+        job.query("device_minute").started(now=0)
+        job.query("rejects").started(now=0)
+        assert _get(f"{base}/healthz") == (200, "ok\n")
+        assert _get(f"{base}/readyz") == (200, "ready\n")
+
+        job.query("rejects").failed("STREAM_FAILED", now=1, settings=HealthSettings())
+        job.query("rejects").restarts = 1
+        job.query("device_minute").stalled = True
+        job.query("device_minute").backlog = 12
+        code, body = _get(f"{base}/readyz")
+        assert code == 503
+        assert "device_minute: stalled, 12 records waiting in Kafka" in body
+        assert "rejects: restarting after STREAM_FAILED" in body
+        assert _get(f"{base}/healthz")[0] == 200  # still alive: it recovers by itself
+
+        samples = {
+            (s.name, s.labels.get("query", "")): s.value
+            for f in text_string_to_metric_families(_get(f"{base}/metrics")[1])
+            for s in f.samples
+        }
+        assert samples[("iot_analytics_query_stalled", "device_minute")] == 1
+        assert samples[("iot_analytics_query_backlog_records", "device_minute")] == 12
+        assert samples[("iot_analytics_query_active", "rejects")] == 0
+        assert samples[("iot_analytics_query_restarts", "rejects")] == 1
+        assert samples[("iot_analytics_kafka_reachable", "")] == 1
+        assert samples[("iot_analytics_ready", "")] == 0
+    finally:
+        endpoint.stop()
