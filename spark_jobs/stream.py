@@ -222,6 +222,9 @@ def _listener(progress_dir: Path) -> Any:
 
 def _run_until_drained(session: SparkSession, queries: list[StreamingQuery]) -> int:
     """The ``available_now`` run: until every query drained Kafka; 1 when one failed."""
+    # awaitAnyTermination raises for any query of the session that failed since the last reset,
+    # also one from before this run (a shared session): only these queries count here.
+    session.streams.resetTerminated()
     while True:
         if all(not q.isActive for q in queries):
             break

@@ -303,8 +303,10 @@ class Stack:
             if name in wanted or service.running()
         ]
         supervisor_pid = self.supervisor.process.pid()
+        # an unsupervised `up` (test and benchmark stacks) records no supervisor: none is missed
+        supervised_up = not recorded or "supervisor" in recorded
         if supervisor_pid is not None or (
-            self.link is not None and any(st.running for st in found)
+            self.link is not None and supervised_up and any(st.running for st in found)
         ):
             # shown while it runs, and missing when services run without it (they would not
             # be restarted): `status` then exits 1 and `up` starts a new one, which adopts them
@@ -336,6 +338,8 @@ class Stack:
         found = {"mqtt": self.config.mqtt_url, "kafka": self.config.kafka_bootstrap}
         for name, service in self.services()[2:]:
             found[name] = self._endpoint(name, service)
+        if self.link is not None:
+            found["supervisor"] = str(self.supervisor.link.state_path)
         found["data_dir"] = str(self.config.data_dir)
         found["logs"] = str(self.config.log_dir)
         return found

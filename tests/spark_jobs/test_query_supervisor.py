@@ -63,6 +63,7 @@ def test_failed_query_restarts_from_its_checkpoint_with_backoff(
         stop.set()
         thread.join(60)
         supervisor.stop_all()
+        spark.streams.resetTerminated()  # the session is shared: leave no failure behind
     probe = health.query("probe")
     assert probe.restarts == 1
     assert probe.active
