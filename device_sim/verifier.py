@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import msgspec
 import orjson
 from confluent_kafka import Message
 
@@ -58,6 +59,43 @@ def payload_fields(value: bytes, run_id: str) -> tuple[int, int | None, Any] | N
         return None
     ts = doc.get("ts")
     return seq, ts if isinstance(ts, int) else None, doc.get("device_id")
+
+
+class _Tags(msgspec.Struct):
+    run: Any = None
+
+
+class _Telemetry(msgspec.Struct):
+    """Only the fields the verifier reads: msgspec skips the rest (metrics, the padding)
+    without building Python objects for them, about twice as fast as a full parse of 1 kB."""
+
+    ts: Any = None
+    seq: Any = None
+    device_id: Any = None
+    tags: _Tags | None = None
+
+
+_decode_telemetry = msgspec.json.Decoder(_Telemetry).decode
+
+
+def fast_payload_fields(value: bytes, run_id: str) -> tuple[int, int | None, Any] | None:
+    """:func:`payload_fields`, faster. Falls back to it whenever the two could disagree: a
+    non-ASCII payload (orjson checks UTF-8 in fields msgspec skips), or one that does not fit
+    the shape (``tags`` not an object, not an object at all, not JSON)."""
+    if not value.isascii():
+        return payload_fields(value, run_id)
+    try:
+        doc = _decode_telemetry(value)
+    except msgspec.MsgspecError:
+        return payload_fields(value, run_id)
+    tags = doc.tags
+    if tags is None or tags.run != run_id:
+        return None
+    seq = doc.seq
+    if not isinstance(seq, int):
+        return None
+    ts = doc.ts
+    return seq, ts if isinstance(ts, int) else None, doc.device_id
 
 
 def parse_telemetry(rec: RawRecord, run_id: str) -> TelemetryRecord | None:
@@ -116,7 +154,7 @@ class TelemetryRows:
             value = msg.value()
             if value is None or needle not in value:
                 continue
-            fields = payload_fields(value, run_id)
+            fields = fast_payload_fields(value, run_id)
             if fields is None:
                 continue
             seq, ts, device_id = fields

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from device_sim import malformed
 from device_sim.accounting import Report
 from device_sim.kafka_io import RawRecord
-from device_sim.verifier import parse_dlq, parse_telemetry, summary
+from device_sim.verifier import (
+    TelemetryRows,
+    fast_payload_fields,
+    parse_dlq,
+    parse_telemetry,
+    payload_fields,
+    summary,
+)
 
 RUN = "20260101T000000-abcdef"
 
@@ -52,3 +61,93 @@ def test_summary_says_ok_or_fail() -> None:
     assert "RESULT         OK" in summary(report, {"run_id": RUN, "status": "complete"})
     report.failures.append("3 acknowledged telemetry messages missing")
     assert "FAIL: 3 acknowledged" in summary(report, {"run_id": RUN})
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> bytes:
+    """Telemetry-like JSON with every field possibly missing, mistyped or of another run."""
+    doc: dict[str, object] = draw(
+        st.dictionaries(st.sampled_from(["metrics", "x", "pad"]), json_values, max_size=2)
+    )
+    for name, value in (
+        ("ts", st.integers(0, 2**62) | json_values),
+        ("seq", st.integers(-5, 2**40) | json_values),
+        ("device_id", st.text(max_size=5) | json_values),
+        (
+            "tags",
+            st.fixed_dictionaries(
+                {"run": st.sampled_from([RUN, RUN + "x", 1, None])},
+                optional={"pad": st.text(max_size=20)},
+            )
+            | json_values,
+        ),
+    ):
+        if draw(st.booleans()) or name == "tags":
+            doc[name] = draw(value)
+    raw = orjson.dumps(doc)
+    if draw(st.integers(0, 9)) == 0:  # broken or non-JSON bytes now and then
+        raw = raw[: draw(st.integers(0, len(raw)))] + draw(st.sampled_from([b"", b"\xff", b" x"]))
+    return raw
+
+
+@settings(max_examples=500, deadline=None)
+@given(payloads())
+def test_fast_payload_fields_agrees_with_orjson(value: bytes) -> None:
+    assert fast_payload_fields(value, RUN) == payload_fields(value, RUN)
+
+
+def test_telemetry_rows_equal_parse_telemetry() -> None:
+    """The batch path (messages -> rows) reads what parse_telemetry reads, header and all."""
+
+    class Msg:
+        def __init__(self, rec: RawRecord) -> None:
+            self.rec = rec
+
+        def value(self) -> bytes:
+            return self.rec.value
+
+        def key(self) -> bytes | None:
+            return self.rec.key
+
+        def headers(self) -> list[tuple[str, bytes]]:
+            return list(self.rec.headers.items())
+
+        def partition(self) -> int:
+            return self.rec.partition
+
+        def timestamp(self) -> tuple[int, int]:
+            return (1, self.rec.timestamp)
+
+    good = orjson.dumps({"ts": 900, "seq": 4, "metrics": {}, "tags": {"run": RUN}})
+    keyless = orjson.dumps({"ts": 1.5, "seq": 5, "device_id": "d9", "tags": {"run": RUN}})
+    records = [
+        raw(good, headers={"received_at": b"950"}),
+        raw(good, headers={"received_at": b"soon"}),
+        raw(keyless, key=None),
+        raw(orjson.dumps({"seq": 1, "tags": {"run": "other"}})),
+        raw('{"seq": 2, "tags": {"run": "%s", "n": "é"}}'.encode() % RUN.encode()),
+    ]
+    rows = TelemetryRows(RUN)([Msg(r) for r in records])  # type: ignore[misc]
+    want = []
+    for r in records:
+        t = parse_telemetry(r, RUN)
+        if t is not None:
+            want.append((t.device, t.seq, t.partition, t.kafka_ts, t.ts, t.received_at))
+    assert rows == want
+    assert [row[0] for row in rows] == ["dev-1", "dev-1", "d9", "dev-1"]
+    assert rows[0][5] == 950
+    assert rows[1][5] is None
+    assert rows[2][4] is None  # a float ts is no ts
