@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -87,6 +88,7 @@ class CaStore:
         names: Sequence[str] = DEFAULT_NAMES,
         own_ca: tuple[Path, Path] | None = None,
         days: float = CA_DAYS,
+        key_owner: str | None = None,
     ) -> bool:
         """Create the CA (or copy the operator's ``(cert, key)``), the server certificate
         and an empty CRL; False (and nothing changed) if the CA exists already."""
@@ -107,7 +109,7 @@ class CaStore:
         _write(self.ca_key, pki.key_pem(key), 0o600)
         _write(self.ca_cert, pki.cert_pem(cert))
         self._save([])
-        self.issue_server(names)
+        self.issue_server(names, key_owner=key_owner)
         self.write_crl()
         return True
 
@@ -118,12 +120,20 @@ class CaStore:
             pki.load_key(self.ca_key.read_bytes()), pki.load_cert(self.ca_cert.read_bytes())
         )
 
-    def issue_server(self, names: Sequence[str] = DEFAULT_NAMES, days: float = SERVER_DAYS) -> None:
-        """(Re)issue the listener's certificate, e.g. for new host names; Mosquitto reads it at
-        start and on SIGHUP."""
+    def issue_server(
+        self,
+        names: Sequence[str] = DEFAULT_NAMES,
+        days: float = SERVER_DAYS,
+        key_owner: str | None = None,
+    ) -> None:
+        """(Re)issue the listener's certificate, e.g. for new host names. ``key_owner``: the
+        user Mosquitto runs as (started as root it drops to ``mosquitto`` *before* reading
+        the key: measured "Unable to load server key file ... Permission denied")."""
         key = pki.new_key()
         cert = pki.build_server(self.authority(), key, names, now=self._now(), days=days)
         _write(self.server_key, pki.key_pem(key), 0o600)
+        if key_owner is not None:
+            shutil.chown(self.server_key, key_owner)
         _write(self.server_cert, pki.cert_pem(cert))
 
     def issued(self) -> list[CertRecord]:

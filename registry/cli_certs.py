@@ -40,6 +40,8 @@ def add_parsers(sub: Any) -> None:
     for p in (init, names):
         p.add_argument("--server-name", action="append", default=[], help="Host name or IP "
                        "of the listener (repeatable; localhost and 127.0.0.1 always).")  # fmt: skip
+        p.add_argument("--key-owner", help="chown the server key to the user Mosquitto runs "
+                       "as (e.g. mosquitto, when it is started as root).")  # fmt: skip
     init.add_argument("--ca-cert", type=Path, help="The operator's own CA certificate (PEM).")
     init.add_argument("--ca-key", type=Path, help="The operator's own CA key (PEM, EC).")
     init.add_argument("--days", type=float, default=CA_DAYS, help="Validity of a new CA.")
@@ -97,7 +99,7 @@ def run_offline(args: argparse.Namespace, cfg: RegistryConfig) -> int:
                 print("iot-devices: --ca-cert and --ca-key go together", file=sys.stderr)
                 return 2
             own = (args.ca_cert, args.ca_key)
-        made = store.init([*DEFAULT_NAMES, *args.server_name], own, args.days)
+        made = store.init([*DEFAULT_NAMES, *args.server_name], own, args.days, args.key_owner)
         print(f"{'created' if made else 'kept the existing'} CA in {cfg.ca_dir}")
         return 0
     if args.area == "ca":
@@ -126,7 +128,7 @@ def _ca(store: CaStore, args: argparse.Namespace) -> int:
         store.write_crl()
         print(f"wrote {store.crl}; {HUP_NOTE}")
     elif args.action == "server-cert":
-        store.issue_server([*DEFAULT_NAMES, *args.server_name])
+        store.issue_server([*DEFAULT_NAMES, *args.server_name], key_owner=args.key_owner)
         print(f"wrote {store.server_cert}; Mosquitto reads it at start and on SIGHUP")
     else:  # show
         cert = store.authority().cert

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import getpass
+import pwd
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,10 @@ def test_listener_conf_points_at_the_files(tmp_path: Path) -> None:
     assert f"cafile {store.ca_cert.resolve()}" in text
     assert f"crlfile {store.crl.resolve()}" in text
     assert text.startswith("listener 18883 127.0.0.1\n")
+
+
+def test_server_key_given_to_mosquittos_user(tmp_path: Path) -> None:
+    store = CaStore(tmp_path / "ca")
+    store.init(key_owner=getpass.getuser())
+    assert pwd.getpwuid(store.server_key.stat().st_uid).pw_name == getpass.getuser()
+    assert _mode(store.server_key) == 0o600
