@@ -51,7 +51,12 @@ def add_parsers(sub: Any) -> None:
     conf.add_argument("--port", type=int, default=8883, help="Listener port.")
     conf.add_argument("--bind", help="Address to bind (default: all).")
 
-    cert = sub.add_parser("cert", help="Device certificates; `cert DEVICE` issues one.")
+    cert = sub.add_parser(
+        "cert",
+        help="Device certificates; `cert DEVICE` issues one.",
+        description="`iot-devices cert DEVICE [--tenant T] [--days N] [--out DIR]` is short for "
+        "`cert issue DEVICE ...`: a key and certificate (CN = the device's MQTT user name).",
+    )
     acts = cert.add_subparsers(dest="action", required=True)
     issue = acts.add_parser("issue", help="Issue a key and certificate (key shown once).")
     issue.add_argument("--days", type=float, default=DEVICE_DAYS, help="Validity in days.")

@@ -176,6 +176,14 @@ def test_foreign_expired_missing_and_revoked_certificates_refused(tls_broker: Tl
     time.sleep(1)
     assert connected.connected
     assert connected.publish("devices/dev-r/telemetry").getName() in OK
+    # what cuts it: `device disable` (dynsec kicks the user name), and it cannot come back
+    t1 = time.monotonic()
+    b.cli("device", "disable", "dev-r")
+    assert connected.wait_gone(5)
+    assert connected.disconnect is not None
+    assert connected.disconnect.value == 0x98  # Administrative action
+    sys.__stderr__.write(f"revoked+disabled dropped in {time.monotonic() - t1:.3f}s\n")  # type: ignore[union-attr]
+    assert _refused(b.probe("dev-r"))
     connected.close()
     again = b.probe("dev-a")  # other devices unaffected by the reload
     assert again.connected
