@@ -188,5 +188,24 @@ def test_foreign_expired_missing_and_revoked_certificates_refused(tls_broker: Tl
     again = b.probe("dev-a")  # other devices unaffected by the reload
     assert again.connected
     again.close()
+    # a disabled certificate device: Mosquitto skips dynsec's disabled check for certificate
+    # logins (2.0.11), so the registry takes its role away: it connects but can do nothing
+    b.cli("cert", "dev-d", "--out", str(b.out))
+    b.cli("device", "disable", "dev-d")
+    mute = b.probe("dev-d")
+    try:
+        assert mute.connected
+        assert mute.publish("devices/dev-d/telemetry").value == 0x87
+        assert mute.subscribe("devices/dev-d/commands/#").value == 0x87
+    finally:
+        mute.close()
+    b.cli("device", "enable", "dev-d")
+    back = b.probe("dev-d")
+    try:
+        assert back.connected
+        assert back.publish("devices/dev-d/telemetry").getName() in OK
+    finally:
+        back.close()
     records = json.loads(b.cli("--json", "cert", "list"))
     assert [r["device"] for r in records if r["revoked_at"]] == ["dev-r"]
+    assert {r["device"] for r in records} == {"dev-a", "dev-r", "dev-d"}
