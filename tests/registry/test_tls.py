@@ -107,6 +107,14 @@ def test_appliance_certificate_is_the_device_identity(tls_broker: TlsBroker) -> 
     shown = json.loads(b.cli("--json", "device", "show", "dev-a"))
     assert shown["credentials"] == {"kinds": ["cert"], "cert_fingerprint": issued["fingerprint"]}
 
+    # a password device that gets a certificate keeps both (the audit trail says so)
+    secret = b.cli("device", "add", "dev-s").split("secret: ")[1].split()[0]
+    b.cli("cert", "dev-s", "--out", str(b.out))
+    both = json.loads(b.cli("--json", "device", "show", "dev-s"))
+    assert both["credentials"]["kinds"] == ["secret", "cert"]
+    assert "device.cert" in b.cli("audit", "--entity", "device/default/dev-s")
+    assert secret
+
     dev_b = b.probe("dev-b")
     dev_a = b.probe("dev-a")
     acme_a = b.probe("acme_dev-a")
