@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from registry import dynsec_config, hashing, ids
+from registry import cli_certs, dynsec_config, hashing, ids
 from registry.audit import AuditRecord
 from registry.config import RegistryConfig, add_arguments
 from registry.dynsec import DynsecClient
@@ -37,7 +37,7 @@ WRITES = {
     ("tenant", "quotas"), ("device", "add"), ("device", "disable"), ("device", "enable"),
     ("device", "rotate"), ("device", "delete"), ("device", "groups"), ("account", "create"),
     ("account", "disable"), ("account", "enable"), ("account", "rotate"),
-    ("account", "delete"), ("bootstrap-admin", None), ("init", None),
+    ("account", "delete"), ("bootstrap-admin", None), ("init", None), ("cert", "issue"),
 }  # fmt: skip
 
 
@@ -138,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     acts.add_parser("list", help="List accounts.")
     for name, text in _ACCOUNT_HELP.items():
         acts.add_parser(name, help=text).add_argument("name", help="Account name.")
+    cli_certs.add_parsers(sub)
     return parser
 
 
@@ -262,10 +263,16 @@ def _mosquitto(cfg: RegistryConfig) -> DynsecClient | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(cli_certs.normalise_argv(sys.argv[1:] if argv is None else argv))
     if args.area == "mosquitto-init":
         return _mosquitto_init(args)
     cfg = RegistryConfig.from_args(args)
+    if args.area in ("ca", "cert") and not cli_certs.needs_kafka(args):
+        try:
+            return cli_certs.run_offline(args, cfg)
+        except (RegistryError, OSError, ValueError) as exc:
+            print(f"iot-devices: {exc}", file=sys.stderr)
+            return 1
     store = KafkaStore(cfg.kafka_bootstrap, cfg.topic, cfg.audit_topic)
     action = getattr(args, "action", None)
     writes = (args.area, action) in WRITES or args.area == "mosquitto"
@@ -284,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "account": _account,
             "mosquitto": lambda r, _a: sync_mosquitto(r),
             "audit": _audit,
+            "cert": lambda r, a: cli_certs.issue(r, a, cfg),
         }
         _render(handlers[args.area](reg, args), args.json)
     except (RegistryError, OSError) as exc:

@@ -18,6 +18,7 @@ class RegistryConfig:
     mqtt_host: str
     mqtt_port: int
     admin_password_file: Path | None
+    ca_dir: Path = Path("var/ca")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RegistryConfig:
@@ -29,6 +30,7 @@ class RegistryConfig:
             mqtt_host=args.mqtt_host,
             mqtt_port=args.mqtt_port,
             admin_password_file=Path(password_file) if password_file else None,
+            ca_dir=Path(args.ca_dir),
         )
 
 
@@ -66,4 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="File holding the password of Mosquitto's svc/registry admin client; without it "
         "changes are saved in the registry only, not applied to Mosquitto "
         "(env IOT_REGISTRY_ADMIN_PASSWORD_FILE).",
+    )
+    parser.add_argument(
+        "--ca-dir",
+        default=env("IOT_REGISTRY_CA_DIR", "var/ca"),
+        help="Directory of the appliance CA, the TLS listener's certificate, the issued "
+        "certificates' index and the CRL (env IOT_REGISTRY_CA_DIR).",
     )

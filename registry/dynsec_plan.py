@@ -87,6 +87,31 @@ def _enabled(username: str, enabled: bool) -> Command:
     )
 
 
+def _cert_access(device: Device, enabled: bool) -> list[Command]:
+    """A certificate device's role and groups: granted while enabled, taken while disabled.
+
+    On the mutual-TLS listener (use_identity_as_username) Mosquitto 2.0.11 skips the plugin's
+    password check, which is where dynsec tests the disabled flag: a disabled client with a
+    valid certificate connected and published (measured). Without its role it can do nothing.
+    Removing an absent role succeeds, adding a present one answers "Internal error" (2.0.11),
+    hence remove-then-add."""
+    if device.credentials.cert_fingerprint is None:
+        return []
+    username = topics.device_username(device.tenant, device.id)
+    role = {"username": username, "rolename": acl.device_role_name(device.tenant, device.id)}
+    cmds = [Command({"command": "removeClientRole", **role})]
+    if enabled:
+        cmds.append(Command({"command": "addClientRole", **role}))
+    for group in device.groups:
+        body = {
+            "command": "addGroupClient" if enabled else "removeGroupClient",
+            "groupname": acl.dynsec_group_name(device.tenant, group),
+            "username": username,
+        }
+        cmds.append(Command(body, EXISTS if enabled else MISSING))
+    return cmds
+
+
 def add_device(device: Device, secret: str | None, tenant_disabled: bool = False) -> list[Command]:
     """Create the device's client (replacing a stale one of that name) with role and groups."""
     username = topics.device_username(device.tenant, device.id)
@@ -99,6 +124,7 @@ def add_device(device: Device, secret: str | None, tenant_disabled: bool = False
     cmds.append(_client(username, secret, [role], groups))
     if device.disabled or tenant_disabled:
         cmds.append(_enabled(username, False))
+        cmds += _cert_access(device, False)
     return cmds
 
 
@@ -125,6 +151,9 @@ def update_device(
     is_on = not new.disabled and not tenant_disabled
     if was_on != is_on or secret is not None:
         cmds.append(_enabled(username, is_on))
+    new_cert = new.credentials.cert_fingerprint and not old.credentials.cert_fingerprint
+    if was_on != is_on or (new_cert and not is_on):
+        cmds += _cert_access(new, is_on)
     return cmds
 
 
@@ -141,10 +170,12 @@ def delete_device(device: Device) -> list[Command]:
 
 def set_devices_enabled(devices: Iterable[Device], tenant_enabled: bool) -> list[Command]:
     """A tenant disabled or enabled: every device follows (its own flag still counts)."""
-    return [
-        _enabled(topics.device_username(d.tenant, d.id), tenant_enabled and not d.disabled)
-        for d in devices
-    ]
+    cmds: list[Command] = []
+    for d in devices:
+        on = tenant_enabled and not d.disabled
+        cmds.append(_enabled(topics.device_username(d.tenant, d.id), on))
+        cmds += _cert_access(d, on)
+    return cmds
 
 
 def set_accounts_enabled(accounts: Iterable[ServiceAccount], tenant_enabled: bool) -> list[Command]:

@@ -286,6 +286,19 @@ class Registry:
         )
         return Issued(new, secret)
 
+    def record_certificate(self, tenant: str, device_id: str, fingerprint: str) -> Device:
+        """Record the fingerprint of the device's newest client certificate (``iot-devices
+        cert``); a device not yet registered is added with this certificate only (no secret).
+        The certificate itself is checked by Mosquitto against the CA and its CRL."""
+        fp = hashing.normalise_fingerprint(fingerprint)
+        if (tenant, device_id) not in self.state.devices:
+            added = self.add_device(tenant, device_id, cert_fingerprint=fp, with_secret=False)
+            assert isinstance(added.entity, Device)
+            return added.entity
+        old = self.device(tenant, device_id)
+        creds = Credentials(old.credentials.secret_hash, fp)
+        return self._change_device(tenant, device_id, "device.cert", credentials=creds)
+
     def set_device_groups(
         self, tenant: str, device_id: str, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Device:

@@ -94,6 +94,11 @@ RUN = {
             "iot-devices account create bridge --role bridge",
             "iot-devices audit --entity device/acme/",
             "iot-devices mosquitto sync",
+            "iot-devices ca init --server-name iot.example",
+            "iot-devices ca mosquitto-conf --port 8883",
+            "iot-devices cert pump-2 --tenant acme --days 365 --out var/certs",
+            "iot-devices cert list --tenant acme pump-2",
+            "iot-devices cert revoke --tenant acme pump-2",
         ),
         "test_registry_commands_run",
     ),
@@ -377,6 +382,11 @@ def test_registry_commands_run(
     assert "pump-1" in outputs["device list"]
     assert "device.rotate" in outputs["audit --entity"]
     assert "device.disable" in outputs["audit --entity"]
+    assert "require_certificate true" in outputs["ca mosquitto-conf"]
+    assert "username=acme/pump-2" in outputs["cert pump-2"]
+    assert (tmp_path / "var/certs/acme_pump-2.key").stat().st_mode & 0o777 == 0o600
+    assert "revoked_at=None" in outputs["cert list"]
+    assert "revoked_at=20" in outputs["cert revoke"]
 
 
 def _acked_at_least(bridge: Any, n: float) -> bool:

@@ -21,7 +21,7 @@ from tests.conftest import Endpoints
 PLUGIN = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -53,7 +53,17 @@ def plugin_path() -> Path:
 def running_dynsec_mosquitto(dynsec: Path, workdir: Path) -> Iterator[tuple[int, Path]]:
     """Mosquitto with the dynamic-security plugin on `dynsec` (made by `iot-devices
     mosquitto-init`) and a free loopback port; yields (port, log)."""
-    port, log = _free_port(), workdir / "mosquitto.log"
+    with mosquitto_process(dynsec, workdir) as (port, log, _proc):
+        yield port, log
+
+
+@contextmanager
+def mosquitto_process(
+    dynsec: Path, workdir: Path, extra_conf: str = ""
+) -> Iterator[tuple[int, Path, subprocess.Popen[bytes]]]:
+    """As running_dynsec_mosquitto, with more listeners in ``extra_conf`` (e.g. TLS) and the
+    process (to send it SIGHUP); yields (port, log, process)."""
+    port, log = free_port(), workdir / "mosquitto.log"
     conf = workdir / "mosquitto.conf"
     conf.write_text(
         "per_listener_settings false\n"
@@ -63,7 +73,7 @@ def running_dynsec_mosquitto(dynsec: Path, workdir: Path) -> Iterator[tuple[int,
         f"plugin {plugin_path()}\n"
         f"plugin_opt_config_file {dynsec}\n"
         f"log_dest file {log}\n"
-        "log_type all\n"
+        "log_type all\n" + extra_conf
     )
     proc = subprocess.Popen(["mosquitto", "-c", str(conf)])
     deadline = time.monotonic() + 20
@@ -77,7 +87,7 @@ def running_dynsec_mosquitto(dynsec: Path, workdir: Path) -> Iterator[tuple[int,
                 pytest.fail(f"mosquitto did not start: {log.read_text() if log.exists() else ''}")
             time.sleep(0.1)
     try:
-        yield port, log
+        yield port, log, proc
     finally:
         proc.terminate()
         try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -17,9 +19,16 @@ WAIT = 10.0
 
 class Probe:
     def __init__(
-        self, port: int, username: str | None, password: str | None, client_id: str | None = None
+        self,
+        port: int,
+        username: str | None,
+        password: str | None,
+        client_id: str | None = None,
+        tls: tuple[Path, Path | None, Path | None] | None = None,
     ) -> None:
+        """``tls``: (CA file, client certificate, client key) for a TLS listener."""
         self.connack: ReasonCode | None = None
+        self.error: Exception | None = None  # a TLS handshake refused before MQTT began
         self.disconnect: ReasonCode | None = None
         self.disconnected_at: float | None = None
         self.messages: list[tuple[str, bytes]] = []
@@ -40,7 +49,14 @@ class Probe:
         client.on_subscribe = self._on_subscribe
         client.on_message = lambda _c, _u, m: self.messages.append((m.topic, bytes(m.payload)))
         self.client = client
-        client.connect("127.0.0.1", port, keepalive=30)
+        if tls is not None:
+            ca, cert, key = (str(p) if p else None for p in tls)
+            client.tls_set(ca_certs=ca, certfile=cert, keyfile=key)
+        try:
+            client.connect("127.0.0.1", port, keepalive=30)
+        except (OSError, ssl.SSLError) as exc:  # TLS 1.2 fails here, 1.3 on the first read
+            self.error = exc
+            return
         client.loop_start()
         self._connected.wait(WAIT)
 

@@ -70,3 +70,34 @@ def test_default_access_denies_all_but_unsubscribe() -> None:
         "subscribe": False,
         "unsubscribe": True,
     }
+
+
+CERT = Credentials(cert_fingerprint="sha256:" + "0" * 64)
+
+
+def test_disabled_certificate_device_loses_its_role_and_groups() -> None:
+    """A certificate login skips dynsec's disabled check (2.0.11): the role must go."""
+    on = Device("t1", "d1", ("g",), credentials=CERT)
+    off = Device("t1", "d1", ("g",), True, CERT)
+    role = {"username": "t1/d1", "rolename": "device:t1/d1"}
+    assert [c.body for c in plan.update_device(on, off, None)] == [
+        {"command": "disableClient", "username": "t1/d1"},
+        {"command": "removeClientRole", **role},
+        {"command": "removeGroupClient", "groupname": "t1/g", "username": "t1/d1"},
+    ]
+    back = plan.update_device(off, on, None)
+    assert _names(back) == [
+        "enableClient", "removeClientRole", "addClientRole", "addGroupClient",
+    ]  # fmt: skip
+    assert _names(plan.add_device(off, None))[-3:] == [
+        "disableClient", "removeClientRole", "removeGroupClient",
+    ]  # fmt: skip
+    tenant_off = plan.set_devices_enabled([on, Device("t1", "p", credentials=CREDS)], False)
+    assert _names(tenant_off) == [
+        "disableClient", "removeClientRole", "removeGroupClient", "disableClient",
+    ]  # fmt: skip
+    # a disabled password device that gets a certificate is stripped too
+    pw_off = Device("t1", "d1", ("g",), True, CREDS)
+    assert "removeClientRole" in _names(plan.update_device(pw_off, off, None))
+    # unchanged state: nothing
+    assert plan.update_device(on, on, None) == []
