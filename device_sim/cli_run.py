@@ -271,9 +271,11 @@ def _totals_json(doc: Mapping[str, Any], path: Path) -> str:
 def _summary(doc: Mapping[str, Any], path: Path, devices: int) -> str:
     totals = doc["totals"]
     rate = totals.get("msgs_per_s")
+    events = totals.get("events_sent", 0)
     return (
         f"run {doc['run_id']} {doc['status']}: {totals.get('telemetry_sent', 0):,} telemetry "
-        f"+ {totals.get('malformed_sent', 0):,} malformed from {devices} devices, "
+        f"+ {totals.get('malformed_sent', 0):,} malformed"
+        f"{f' + {events:,} events' if events else ''} from {devices} devices, "
         f"{'-' if rate is None else f'{rate:,.0f}'} msg/s, "
         f"unacknowledged {totals.get('unacked', 0)}, errors {totals.get('publish_errors', 0)}, "
         f"devices failed {totals.get('devices_failed', 0)}, CPU {totals.get('cpu_seconds')} s\n"

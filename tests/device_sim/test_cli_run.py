@@ -127,3 +127,14 @@ def test_each_new_option_has_help_naming_its_variable(capsys: pytest.CaptureFixt
     ]:
         assert f"{flag} " in text, flag
         assert f"[env {env}," in text, flag
+
+
+def test_summary_counts_events_when_there_were_some() -> None:
+    doc = {
+        "run_id": "r-2",
+        "status": "complete",
+        "totals": {"telemetry_sent": 100, "malformed_sent": 0, "events_sent": 1234},
+    }
+    assert "100 telemetry + 0 malformed + 1,234 events from 4 devices" in _summary(
+        doc, Path("m.json"), 4
+    )
