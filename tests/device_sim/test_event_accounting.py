@@ -89,3 +89,19 @@ def test_lost_duplicated_reordered_and_split_events() -> None:
     for key, value in telemetry_before.items():
         if key not in ("events", "failures", "ok"):
             assert after[key] == value, key
+
+
+def test_the_summary_has_an_events_line_only_with_events() -> None:
+    from device_sim.verifier import summary
+
+    doc = _manifest(a={"sent": 3, "events_sent": 2})
+    report = _telemetry_report(doc)
+    assert "events" not in summary(report, doc)
+    exp = manifest_io.event_expectations(doc)
+    assert exp is not None
+    events = Accountant(exp)
+    events.add_telemetry(_rows("a", [1]))
+    fold_events(report, events.report())
+    text = summary(report, doc)
+    assert "events         sent 2, received 1 (1 unique), missing 1 (acknowledged: 1)" in text
+    assert "FAIL: events: 1 acknowledged events missing" in text
