@@ -128,6 +128,8 @@ class Report:
     throughput_received_per_s: float | None = None
     problems: list[DeviceProblems] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # the events' own accounting (device_sim.event_accounting), None when the run sent none
+    events: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -67,6 +67,7 @@ ENDPOINT_OPTIONS = (
         "--topic-telemetry", "IOT_TOPIC_TELEMETRY", "iot.telemetry", str, "Kafka telemetry topic"
     ),
     EnvOption("--topic-dlq", "IOT_TOPIC_DLQ", "iot.dlq", str, "Kafka dead-letter topic"),
+    EnvOption("--topic-events", "IOT_TOPIC_EVENTS", "iot.events", str, "Kafka events topic"),
     EnvOption(
         "--runs-dir", "IOT_SIM_RUNS_DIR", Path(DEFAULT_RUNS_DIR), Path, "run manifests and reports"
     ),

@@ -14,7 +14,13 @@ from typing import Any
 
 import orjson
 
-from device_sim.cli_options import add_endpoint_args, env_value, from_args, probability
+from device_sim.cli_options import (
+    EnvOption,
+    add_endpoint_args,
+    env_value,
+    from_args,
+    probability,
+)
 from device_sim.errors import SimConfigError
 from device_sim.fleet import run_fleet
 from device_sim.malformed import MALFORMED_KINDS, parse_kinds
@@ -25,6 +31,47 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAYLOAD = 65536  # the bridge's max_payload_bytes default
 DEFAULT_DURATION_S = 10.0
+
+
+# realistic traffic: events and the rate shape (device_sim.events, device_sim.rate_shape)
+TRAFFIC_SHAPE_OPTIONS = (
+    EnvOption(
+        "--event-rate",
+        "IOT_SIM_EVENT_RATE",
+        0.0,
+        float,
+        "probability of a spontaneous event (door_open, door_closed, button_press) per "
+        "telemetry message; > 0 also turns on alarm events for anomalies and restart events "
+        "after churn (devices/{id}/events, QoS 1)",
+    ),
+    EnvOption(
+        "--diurnal-period",
+        "IOT_SIM_DIURNAL_PERIOD",
+        0.0,
+        float,
+        "seconds in one compressed day of the diurnal rate curve (0: flat rate); the run "
+        "starts at midnight",
+    ),
+    EnvOption("--diurnal-min", "IOT_SIM_DIURNAL_MIN", 0.2, float, "rate factor at midnight (> 0)"),
+    EnvOption("--diurnal-max", "IOT_SIM_DIURNAL_MAX", 1.0, float, "rate factor at midday"),
+    EnvOption(
+        "--burst-every",
+        "IOT_SIM_BURST_EVERY",
+        0.0,
+        float,
+        "one burst in every window of this many seconds, at a seeded point (0: no bursts)",
+    ),
+    EnvOption(
+        "--burst-factor", "IOT_SIM_BURST_FACTOR", 5.0, float, "rate multiplier during a burst"
+    ),
+    EnvOption(
+        "--burst-duration",
+        "IOT_SIM_BURST_DURATION",
+        10.0,
+        float,
+        "seconds a burst lasts (<= --burst-every)",
+    ),
+)
 
 
 def _probability_option(group: Any, flag: str, help_text: str) -> None:
@@ -112,6 +159,9 @@ def add_run_parser(sub: Any, env: Mapping[str, str]) -> None:
     _probability_option(
         i, "--offline-fraction", "fraction of devices that go offline for good mid-run"
     )
+    shape = run.add_argument_group("events and rate shape (each also settable as IOT_SIM_*)")
+    for option in TRAFFIC_SHAPE_OPTIONS:
+        option.add_to(shape, env)
     c = run.add_argument_group("commands")
     c.add_argument(
         "--reply-latency-ms",
@@ -221,9 +271,11 @@ def _totals_json(doc: Mapping[str, Any], path: Path) -> str:
 def _summary(doc: Mapping[str, Any], path: Path, devices: int) -> str:
     totals = doc["totals"]
     rate = totals.get("msgs_per_s")
+    events = totals.get("events_sent", 0)
     return (
         f"run {doc['run_id']} {doc['status']}: {totals.get('telemetry_sent', 0):,} telemetry "
-        f"+ {totals.get('malformed_sent', 0):,} malformed from {devices} devices, "
+        f"+ {totals.get('malformed_sent', 0):,} malformed"
+        f"{f' + {events:,} events' if events else ''} from {devices} devices, "
         f"{'-' if rate is None else f'{rate:,.0f}'} msg/s, "
         f"unacknowledged {totals.get('unacked', 0)}, errors {totals.get('publish_errors', 0)}, "
         f"devices failed {totals.get('devices_failed', 0)}, CPU {totals.get('cpu_seconds')} s\n"

@@ -59,6 +59,7 @@ def verify_command(args: argparse.Namespace) -> int:
         bootstrap=args.kafka_bootstrap,
         topic_telemetry=args.topic_telemetry,
         topic_dlq=args.topic_dlq,
+        topic_events=args.topic_events,
         wait_s=args.wait_s,
         from_beginning=args.from_beginning,
     )

@@ -22,6 +22,7 @@ class Stats:
     published: int = 0
     telemetry: int = 0
     malformed: int = 0
+    events: int = 0
     awaiting_ack: int = 0
     acked: int = 0
     errors: int = 0
@@ -73,6 +74,9 @@ class DeviceRecord:
     replied_ok: int = 0
     replied_error: int = 0
     ignored: int = 0
+    events_sent: int = 0  # event seqs 1..events_sent were published
+    events_unacked: list[int] = field(default_factory=list)
+    event_types: dict[str, int] = field(default_factory=dict)  # type -> events sent
     injections: dict[str, list[dict[str, Any]]] = field(
         default_factory=manifest_io.empty_injections
     )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import orjson
 
 from device_sim import malformed
+from device_sim.events import EventSource
 from device_sim.model import SensorModel
 from device_sim.spec import FleetSpec
 
@@ -32,7 +33,9 @@ class Outgoing:
     topic: str
     payload: bytes
     qos: int
-    seq: int | None = None  # the telemetry seq; None for malformed input
+    seq: int | None = None  # the telemetry seq; None for malformed input and events
+    event_seq: int | None = None  # the event seq (devices/{id}/events); None otherwise
+    event_type: str | None = None
     malformed_kind: str | None = None
     after: After = "none"  # what the device does right after publishing this
     down_s: float = 0.0  # for churn: how long the connection stays down
@@ -60,6 +63,11 @@ class DeviceScript:
         self._malformed = rng_for(spec.seed, index, "malformed")
         self._late = rng_for(spec.seed, index, "late")
         self._churn = rng_for(spec.seed, index, "churn")
+        self._shape = spec.rate_shape()
+        self.events = EventSource(
+            self.device_id, run_id, spec.event_rate, rng_for(spec.seed, index, "events")
+        )
+        self._restart: dict[str, Any] | None = None  # the restart event owed after a churn
         fixed = rng_for(spec.seed, index, "fixed")
         # per-device constants, drawn in a fixed order
         skewed = fixed.random() < spec.skew_fraction
@@ -81,13 +89,16 @@ class DeviceScript:
     def next_delay(self) -> float:
         """Seconds to wait before the next message (the first one is spread over one interval)."""
         spec = self.spec
+        # the rate shape at the nominal time of the last send (the shape is the same for every
+        # device, and nominal time keeps the schedule deterministic)
+        rate = spec.rate if self._shape.flat else spec.rate * self._shape.factor(self.elapsed_s)
         if self._first:
             self._first = False
-            delay = self._sched.uniform(0.0, 1.0 / spec.rate)
+            delay = self._sched.uniform(0.0, 1.0 / rate)
         elif spec.poisson:
-            delay = self._sched.expovariate(spec.rate)
+            delay = self._sched.expovariate(rate)
         else:
-            delay = 1.0 / spec.rate
+            delay = 1.0 / rate
         self.elapsed_s += delay
         return delay
 
@@ -104,7 +115,9 @@ class DeviceScript:
     # --- messages ------------------------------------------------------------------------------
 
     def next_messages(self, now_ms: int) -> list[Outgoing]:
-        """The messages for this slot: maybe one malformed, then one telemetry message."""
+        """The messages for this slot: maybe one malformed, one telemetry message, then the
+        slot's events (a restart owed after a churn, an alarm for an anomaly, a spontaneous
+        one). The telemetry message carries what the device does next (``after``)."""
         spec = self.spec
         out: list[Outgoing] = []
         device_now = now_ms + self.skew_ms
@@ -135,7 +148,30 @@ class DeviceScript:
                     ),
                 )
             )
-        out.append(self._telemetry(device_now))
+        telemetry = self._telemetry(device_now)
+        out.append(telemetry)
+        if self.events.enabled:
+            out.extend(self._events(device_now, telemetry))
+        return out
+
+    def _events(self, device_now: int, telemetry: Outgoing) -> list[Outgoing]:
+        found: list[tuple[str, dict[str, Any]]] = []
+        if self._restart is not None:
+            found.append(("restart", self._restart))
+            self._restart = None
+        for kind, item in telemetry.injections:
+            if kind == "anomalies":
+                data = {"metric": item["metric"], "value": item["value"], "reading": item["seq"]}
+                found.append(("alarm", data))
+        spontaneous = self.events.spontaneous()
+        if spontaneous is not None:
+            found.append((spontaneous, {}))
+        if telemetry.after == "churn":
+            self._restart = {"reason": "reconnect", "down_s": telemetry.down_s}
+        out: list[Outgoing] = []
+        for kind, data in found:
+            seq, payload = self.events.build(kind, device_now, data)
+            out.append(Outgoing(self.events.topic, payload, qos=1, event_seq=seq, event_type=kind))
         return out
 
     def _telemetry(self, device_now: int) -> Outgoing:

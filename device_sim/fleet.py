@@ -40,7 +40,7 @@ def run_fleet(
     """Run a whole simulation; returns the manifest path and document."""
     run_id = run_id or new_run_id()
     path = manifest_io.run_dir(runs_dir, run_id) / manifest_io.MANIFEST_NAME
-    offsets = _record_offsets(endpoints) if options.record_offsets else None
+    offsets = _record_offsets(endpoints, spec.event_rate > 0) if options.record_offsets else None
     manifest = functools.partial(
         build_manifest,
         spec,
@@ -83,7 +83,7 @@ def _run_inline(
     return [asdict(r) for r in records], stats.snapshot(), interrupted
 
 
-def _record_offsets(endpoints: Endpoints) -> dict[str, dict[str, int]] | None:
+def _record_offsets(endpoints: Endpoints, events: bool) -> dict[str, dict[str, int]] | None:
     from device_sim.kafka_io import end_offsets
 
     try:
@@ -97,7 +97,17 @@ def _record_offsets(endpoints: Endpoints) -> dict[str, dict[str, int]] | None:
             "could not record Kafka start offsets (%s); verify will scan from the start", exc
         )
         return None
-    return {
+    out = {
         "telemetry": {str(p): o for p, o in offsets[endpoints.topic_telemetry].items()},
         "dlq": {str(p): o for p, o in offsets[endpoints.topic_dlq].items()},
     }
+    if events:  # apart, so a missing events topic costs only the events' offsets
+        try:
+            found = end_offsets(
+                endpoints.kafka_bootstrap, [endpoints.topic_events], timeout=OFFSETS_TIMEOUT_S
+            )
+        except SimError as exc:
+            log.warning("could not record the events topic's start offsets (%s)", exc)
+        else:
+            out["events"] = {str(p): o for p, o in found[endpoints.topic_events].items()}
+    return out

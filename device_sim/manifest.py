@@ -6,9 +6,10 @@ Layout of ``<runs_dir>/<run_id>/manifest.json`` (see docs/device_sim.md for ever
      "status": "running" | "complete" | "interrupted",
      "spec": {...FleetSpec...}, "endpoints": {...}, "processes": n,
      "started_at_ms": ..., "ended_at_ms": ...,
-     "start_offsets": {"telemetry": {"0": 123, ...}, "dlq": {...}} | null,
+     "start_offsets": {"telemetry": {"0": 123, ...}, "dlq": {...}, "events": {...}} | null,
      "devices": {"dev-00000": {"groups": [...], "sent": n, "qos": 1, "unacked": [...],
-                              "skew_ms": 0, "silent": false, "connects": 1}},
+                              "skew_ms": 0, "silent": false, "connects": 1,
+                              "events_sent": n, "events_unacked": [...]}},
      "injections": {"anomalies": [...], "malformed": [...], "late": [...], "out_of_order": [...],
                     "churn": [...], "offline": [...], "clock_skew": [...]},
      "expected_dlq": {"<error code>": n}, "commands": {...}, "totals": {...}}
@@ -134,8 +135,33 @@ def expectations(manifest: Mapping[str, Any]) -> Expectations:
     )
 
 
+def event_expectations(manifest: Mapping[str, Any]) -> Expectations | None:
+    """What the verifier must find on the events topic, or None when the run sent no events.
+
+    Events are QoS 1 with their own per-device seqs ``1..events_sent``; their clocks carry the
+    device's skew like telemetry's."""
+    devices: dict[str, DeviceExpectation] = {}
+    total = 0
+    for device, info in (manifest.get("devices") or {}).items():
+        sent = int(info.get("events_sent", 0))
+        total += sent
+        devices[device] = DeviceExpectation(
+            sent=sent,
+            qos=1,
+            unacked=frozenset(int(s) for s in info.get("events_unacked", [])),
+            skew_ms=int(info.get("skew_ms", 0)),
+        )
+    if total == 0:
+        return None
+    return Expectations(
+        devices=devices,
+        started_at_ms=manifest.get("started_at_ms"),
+        ended_at_ms=manifest.get("ended_at_ms"),
+    )
+
+
 def start_offsets(manifest: Mapping[str, Any], which: str) -> dict[int, int] | None:
-    """Recorded start offsets of the ``telemetry`` or ``dlq`` topic, or None."""
+    """Recorded start offsets of the ``telemetry``, ``events`` or ``dlq`` topic, or None."""
     offsets = (manifest.get("start_offsets") or {}).get(which)
     if not offsets:
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections import Counter
 from typing import Any
 
 from device_sim import manifest as manifest_io
@@ -21,6 +22,7 @@ _COMMAND_COUNTS = {
     "ignored": "ignored",
 }
 _DEVICE_FIELDS = ("groups", "sent", "qos", "unacked", "skew_ms", "silent", "connects", "failed")
+_EVENT_FIELDS = {"events_sent": 0, "events_unacked": []}  # with their defaults (no events)
 
 
 def new_run_id() -> str:
@@ -46,10 +48,13 @@ def build_manifest(
     injections = manifest_io.empty_injections()
     devices: dict[str, dict[str, Any]] = {}
     commands = dict.fromkeys(_COMMAND_COUNTS, 0)
+    event_types: Counter[str] = Counter()
     for rec in sorted(records or [], key=lambda r: r["device"]):
+        event_types.update(rec.get("event_types") or {})
         for kind, items in rec["injections"].items():
             injections[kind].extend(items)
         devices[rec["device"]] = {name: rec[name] for name in _DEVICE_FIELDS}
+        devices[rec["device"]].update({k: rec.get(k, v) for k, v in _EVENT_FIELDS.items()})
         for name, source in _COMMAND_COUNTS.items():
             commands[name] += rec[source]
     return {
@@ -66,12 +71,15 @@ def build_manifest(
         "injections": injections,
         "expected_dlq": manifest_io.expected_dlq(injections["malformed"]),
         "commands": commands,
-        "totals": {} if stats is None else _totals(devices, stats, cpu_seconds),
+        "totals": {} if stats is None else _totals(devices, stats, cpu_seconds, event_types),
     }
 
 
 def _totals(
-    devices: dict[str, dict[str, Any]], stats: dict[str, Any], cpu_seconds: float | None
+    devices: dict[str, dict[str, Any]],
+    stats: dict[str, Any],
+    cpu_seconds: float | None,
+    event_types: Counter[str],
 ) -> dict[str, Any]:
     first, last = stats.get("first_publish"), stats.get("last_publish")
     span = (last - first) if first is not None and last is not None else 0.0
@@ -82,6 +90,9 @@ def _totals(
         "telemetry_sent": sum(d["sent"] for d in devices.values()),
         "malformed_sent": int(stats.get("malformed", 0)),
         "unacked": sum(len(d["unacked"]) for d in devices.values()),
+        "events_sent": sum(d["events_sent"] for d in devices.values()),
+        "events_unacked": sum(len(d["events_unacked"]) for d in devices.values()),
+        "events_by_type": dict(sorted(event_types.items())),
         "publish_errors": int(stats.get("errors", 0)),
         "connect_failures": int(stats.get("connect_failures", 0)),
         "devices_failed": sum(1 for d in devices.values() if d["failed"]),

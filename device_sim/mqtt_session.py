@@ -31,6 +31,8 @@ UNLIMITED_RECONNECTS = -1
 DISCONNECT_WITH_WILL = 0x04  # MQTT 5 reason code: "disconnect with Will Message"
 # gmqtt's on_message(client, topic, payload, qos, properties) -> MQTT reason code
 MessageHandler = Callable[[Client, str, bytes, int, Any], int]
+# ack tags: telemetry seq n -> n, event seq n -> EVENT_TAG_BASE + n, malformed -> -1, -2, ...
+EVENT_TAG_BASE = 1 << 40
 
 
 class DeviceSession:
@@ -151,6 +153,8 @@ class DeviceSession:
         assert self._client is not None
         if out.seq is not None:
             tag = out.seq
+        elif out.event_seq is not None:
+            tag = EVENT_TAG_BASE + out.event_seq
         else:
             tag = self._next_malformed_tag
             self._next_malformed_tag -= 1
@@ -174,6 +178,11 @@ class DeviceSession:
         if out.seq is not None:
             self.record.sent = out.seq
             self.stats.telemetry += 1
+        elif out.event_seq is not None:
+            self.record.events_sent = out.event_seq
+            kind = out.event_type or "?"
+            self.record.event_types[kind] = self.record.event_types.get(kind, 0) + 1
+            self.stats.events += 1
         else:
             self.stats.malformed += 1
         self.stats.published += 1
@@ -184,7 +193,10 @@ class DeviceSession:
 
     def settle_acks(self) -> None:
         """At the end: record the unacknowledged seqs; unacked malformed input is not acked."""
-        self.record.unacked = sorted(t for t in self._unacked if t > 0)
+        self.record.unacked = sorted(t for t in self._unacked if 0 < t < EVENT_TAG_BASE)
+        self.record.events_unacked = sorted(
+            t - EVENT_TAG_BASE for t in self._unacked if t > EVENT_TAG_BASE
+        )
         for tag in self._unacked:
             if tag < 0 and tag in self._malformed_pending:
                 self._malformed_pending[tag]["acked"] = False

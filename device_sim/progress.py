@@ -57,6 +57,8 @@ class ProgressView:
         table.add_row("msgs/s", f"{self._rate:,.0f}")
         table.add_row("QoS 1 awaiting ack", f"{snap.get('awaiting_ack', 0):,}")
         table.add_row("malformed sent", f"{snap.get('malformed', 0):,}")
+        if snap.get("events"):
+            table.add_row("events sent", f"{snap.get('events', 0):,}")
         table.add_row(
             "commands in / replied",
             f"{snap.get('commands', 0):,} / {snap.get('replies', 0):,}",

@@ -17,6 +17,7 @@ class Endpoints:
     kafka_bootstrap: str = "localhost:9092"
     topic_telemetry: str = "iot.telemetry"
     topic_dlq: str = "iot.dlq"
+    topic_events: str = "iot.events"
 
     def public(self) -> dict[str, Any]:
         out = asdict(self)

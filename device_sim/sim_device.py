@@ -106,7 +106,8 @@ class SimDevice:
             outs = script.next_messages(int(time.time() * 1000))
             for out in outs:
                 self.session.publish(out)
-            last = outs[-1]
+            # the telemetry message says what comes next (events of the slot may follow it)
+            last = next(o for o in outs if o.seq is not None)
             if last.after == "churn":
                 await self.session.drop()
                 await self._pause(last.down_s)

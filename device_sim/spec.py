@@ -10,6 +10,7 @@ from typing import Any
 from device_sim.errors import SimConfigError
 from device_sim.malformed import BUILDERS, MALFORMED_KINDS
 from device_sim.model import DAY_SECONDS
+from device_sim.rate_shape import RateShape
 
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-")
 
@@ -45,6 +46,15 @@ class FleetSpec:
     churn_down_min_s: float = 0.5
     churn_down_max_s: float = 3.0
     offline_fraction: float = 0.0  # fraction of devices that go offline for good mid-run
+    # events (devices/{id}/events): spontaneous ones per telemetry slot; alarms and restarts too
+    event_rate: float = 0.0
+    # rate shape (see device_sim.rate_shape): a compressed day and bursts; 0 = off
+    diurnal_period: float = 0.0
+    diurnal_min: float = 0.2
+    diurnal_max: float = 1.0
+    burst_every: float = 0.0
+    burst_factor: float = 5.0
+    burst_duration: float = 10.0
     # command handling
     reply_latency_ms: float = 50.0
     reply_fail_rate: float = 0.0
@@ -83,6 +93,7 @@ class FleetSpec:
             "skew_fraction",
             "churn_rate",
             "offline_fraction",
+            "event_rate",
             "reply_fail_rate",
             "silent_fraction",
         ):
@@ -100,6 +111,7 @@ class FleetSpec:
         )
         need(self.oversize_bytes >= 1, "oversize_bytes must be >= 1")
         need(self.reply_latency_ms >= 0, "reply_latency_ms must be >= 0")
+        problems.extend(self.rate_shape().problems())
         if problems:
             raise SimConfigError("invalid simulation: " + "; ".join(problems))
 
@@ -115,8 +127,21 @@ class FleetSpec:
         picked = sorted(rng.sample(range(self.groups), self.groups_per_device))
         return tuple(f"group-{n}" for n in picked)
 
+    def rate_shape(self) -> RateShape:
+        """The fleet's rate multiplier over run time (diurnal curve and bursts)."""
+        return RateShape(
+            seed=self.seed,
+            diurnal_period=self.diurnal_period,
+            diurnal_min=self.diurnal_min,
+            diurnal_max=self.diurnal_max,
+            burst_every=self.burst_every,
+            burst_factor=self.burst_factor,
+            burst_duration=self.burst_duration,
+        )
+
     def expected_count(self) -> int:
-        """Telemetry messages per device a full run is planned to send (at the nominal rate)."""
+        """Telemetry messages per device a full run is planned to send (at the nominal rate;
+        a rate shape changes the real count, which the manifest records per device)."""
         if self.count is not None:
             return self.count
         assert self.duration_s is not None

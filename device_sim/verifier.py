@@ -24,6 +24,8 @@ from confluent_kafka import Message
 
 from device_sim import manifest as manifest_io
 from device_sim.accounting import Accountant, DlqRecord, Report, Row, TelemetryRecord
+from device_sim.event_accounting import fold_events
+from device_sim.event_rows import EventRows
 from device_sim.kafka_io import RawRecord, scan
 
 log = logging.getLogger(__name__)
@@ -207,11 +209,14 @@ def verify(
     from_beginning: bool = False,
     on_progress: Progress | None = log_progress,
     progress_every_s: float = 10.0,
+    topic_events: str = "iot.events",
 ) -> Report:
     """Read the run's telemetry and DLQ records, counting them as they come; the final report.
 
     ``on_progress(accountant, elapsed_s)`` is called about every ``progress_every_s`` seconds
-    while reading (``accountant.report()`` gives the running figures)."""
+    while reading (``accountant.report()`` gives the running figures). When the run sent
+    events, ``topic_events`` is read too, into an accountant of its own (see
+    :mod:`device_sim.event_accounting`)."""
     run_id = str(manifest["run_id"])
     accountant = Accountant(manifest_io.expectations(manifest))
     tele_start = None if from_beginning else manifest_io.start_offsets(manifest, "telemetry")
@@ -248,7 +253,22 @@ def verify(
         accountant.dlq_total,
         elapsed,
     )
-    return accountant.report()
+    report = accountant.report()
+    event_exp = manifest_io.event_expectations(manifest)
+    if event_exp is not None:
+        events = Accountant(event_exp)
+        event_rows = EventRows(run_id)
+        for batch in scan(
+            bootstrap,
+            topic_events,
+            None if from_beginning else manifest_io.start_offsets(manifest, "events"),
+            keep_going=lambda: events.missing_acked() > 0,
+            wait_s=wait_s,
+        ):
+            events.add_telemetry(event_rows(batch))
+        log.info("run %s: %d event records counted", run_id, events.received)
+        fold_events(report, events.report())
+    return report
 
 
 def summary(report: Report, manifest: Mapping[str, Any]) -> str:
@@ -293,6 +313,14 @@ def summary(report: Report, manifest: Mapping[str, Any]) -> str:
         lines.append(
             f"  ! {problem.device}: missing [{missing}] dup {problem.duplicates} "
             f"order {problem.order_violations} partitions {problem.partitions}"
+        )
+    if report.events is not None:
+        ev = report.events
+        lines.append(
+            f"  events         sent {ev['sent']:,}, received {ev['received']:,} "
+            f"({ev['unique']:,} unique), missing {ev['missing']:,} "
+            f"(acknowledged: {ev['missing_acked']:,}), duplicates {ev['duplicates']:,}, "
+            f"order {ev['order_violations']:,}"
         )
     lines.append(
         "  RESULT         " + ("OK" if report.ok else "FAIL: " + "; ".join(report.failures))

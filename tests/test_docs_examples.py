@@ -127,6 +127,12 @@ NOT_RUN = {
     "--anomaly-rate 0.005 --late-rate 0.01 --out-of-order-rate 0.01 --skew-fraction 0.1 "
     "--churn-rate 0.002 --offline-fraction 0.05 --reply-fail-rate 0.1 "
     "--silent-fraction 0.05": _SIM_RUN,
+    "iot-sim run --devices 500 --rate 2 --duration 1200 --event-rate 0.01 --anomaly-rate 0.002 "
+    "--churn-rate 0.001 --churn-down-min-s 30 --churn-down-max-s 300 --diurnal-period 600 "
+    "--diurnal-min 0.2 --diurnal-max 1.5 --burst-every 120 --burst-factor 5 "
+    "--burst-duration 10": "a 20-minute load; parsed here, and the same mix runs small in "
+    "tests/device_sim/test_integration.py::"
+    "test_realistic_traffic_events_bursts_churn_and_commands_verify_clean",
     "iot-sim verify --json report.json": "needs a finished `iot-sim run`; "
     "tests/device_sim/test_integration.py runs verify --json after its runs",
     "iot-analytics stream": "runs until stopped, reading Kafka on the default port; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from device_sim.cli import build_parser
 from device_sim.cli_options import from_args
@@ -75,3 +76,65 @@ def test_summary_and_json_lines() -> None:
         "manifest": "runs/r-1/manifest.json",
         "msgs_per_s": None,
     }
+
+
+def test_events_and_rate_shape_options_and_their_env() -> None:
+    argv = ["run", "--event-rate", "0.1", "--diurnal-period", "600", "--diurnal-min", "0.5"]
+    argv += ["--burst-every", "60", "--burst-factor", "3", "--burst-duration", "5"]
+    spec = spec_from(build_parser({}).parse_args(argv), {})
+    assert (spec.event_rate, spec.diurnal_period, spec.diurnal_min, spec.diurnal_max) == (
+        0.1,
+        600.0,
+        0.5,
+        1.0,
+    )
+    assert (spec.burst_every, spec.burst_factor, spec.burst_duration) == (60.0, 3.0, 5.0)
+    env = {
+        "IOT_SIM_EVENT_RATE": "0.2",
+        "IOT_SIM_DIURNAL_PERIOD": "300",
+        "IOT_SIM_DIURNAL_MIN": "0.1",
+        "IOT_SIM_DIURNAL_MAX": "2",
+        "IOT_SIM_BURST_EVERY": "30",
+        "IOT_SIM_BURST_FACTOR": "4",
+        "IOT_SIM_BURST_DURATION": "2",
+    }
+    spec = spec_from(build_parser(env).parse_args(["run"]), env)
+    assert spec.rate_shape().factor(150) == 2.0  # midday
+    assert (spec.event_rate, spec.burst_every, spec.burst_factor, spec.burst_duration) == (
+        0.2,
+        30.0,
+        4.0,
+        2.0,
+    )
+    # a flag beats its variable
+    spec = spec_from(build_parser(env).parse_args(["run", "--event-rate", "0"]), env)
+    assert spec.event_rate == 0.0
+
+
+def test_each_new_option_has_help_naming_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser({}).parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, env in [
+        ("--event-rate", "IOT_SIM_EVENT_RATE"),
+        ("--diurnal-period", "IOT_SIM_DIURNAL_PERIOD"),
+        ("--diurnal-min", "IOT_SIM_DIURNAL_MIN"),
+        ("--diurnal-max", "IOT_SIM_DIURNAL_MAX"),
+        ("--burst-every", "IOT_SIM_BURST_EVERY"),
+        ("--burst-factor", "IOT_SIM_BURST_FACTOR"),
+        ("--burst-duration", "IOT_SIM_BURST_DURATION"),
+        ("--topic-events", "IOT_TOPIC_EVENTS"),
+    ]:
+        assert f"{flag} " in text, flag
+        assert f"[env {env}," in text, flag
+
+
+def test_summary_counts_events_when_there_were_some() -> None:
+    doc = {
+        "run_id": "r-2",
+        "status": "complete",
+        "totals": {"telemetry_sent": 100, "malformed_sent": 0, "events_sent": 1234},
+    }
+    assert "100 telemetry + 0 malformed + 1,234 events from 4 devices" in _summary(
+        doc, Path("m.json"), 4
+    )
