@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from confluent_kafka import KafkaException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import __version__
@@ -229,7 +230,7 @@ async def mr_errors(request: web.Request, handler: Handler) -> web.StreamRespons
         return await handler(request)
     except ApiError as exc:
         return error_response(exc)
-    except KafkaUnavailableError as exc:
+    except (KafkaUnavailableError, KafkaException) as exc:
         return error_response(ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} {exc}"))
     except web.HTTPException as exc:
         if exc.status == 404:

@@ -21,14 +21,23 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
 from api.params import kafka_group_id
 
 log = logging.getLogger(__name__)
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError._TIMED_OUT,
+    }
+)
 _CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
 
 
@@ -37,6 +46,20 @@ class Fetched:
     partition: int
     offset: int
     value: bytes
+
+
+def _retrying(call: Callable[[], list[TopicPartition]]) -> list[TopicPartition]:
+    """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0]
+            again = error.retriable() or error.code() in _COORDINATOR_MOVING
+            if not again or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class GroupConsumer:
@@ -68,14 +91,18 @@ class GroupConsumer:
 
     def open_blocking(self) -> None:
         consumer = Consumer(self._settings)
-        self._pin_new_group_at_end(consumer)
+        try:
+            self._pin_new_group_at_end(consumer)
+        except KafkaException:
+            consumer.close()
+            raise
         consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self._consumer = consumer
 
     def _pin_new_group_at_end(self, consumer: Consumer) -> None:
         meta = consumer.list_topics(self.topic, timeout=10)
         partitions = [TopicPartition(self.topic, p) for p in meta.topics[self.topic].partitions]
-        committed = consumer.committed(partitions, timeout=10)
+        committed = _retrying(lambda: consumer.committed(partitions, timeout=10))
         missing = [tp for tp in committed if tp.offset == OFFSET_INVALID]
         if not missing:
             return
