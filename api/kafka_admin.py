@@ -38,6 +38,9 @@ class TopicAdmin:
     def start(self) -> None:
         self._client = AdminClient({"bootstrap.servers": self._bootstrap, "client.id": "iot-api"})
 
+    def close(self) -> None:
+        self._client = None  # AdminClient has no close(): dropped, librdkafka frees it
+
     def _admin(self) -> AdminClient:
         assert self._client is not None, "start() first"
         return self._client
@@ -89,7 +92,7 @@ class TopicAdmin:
                 raise KafkaUnavailableError(str(exc)) from exc
 
         await asyncio.to_thread(run)
-        self._known.add(topic)
+        await self._wait_visible(topic)  # listed and publishable when the answer leaves
 
     async def ensure(self, topic: str, partitions: int) -> None:
         """Create ``topic`` unless it exists (publish's auto-create)."""
@@ -97,7 +100,6 @@ class TopicAdmin:
             return
         with contextlib.suppress(TopicExistsError):  # created by another request meanwhile
             await self.create(topic, partitions, 0)
-        await self._wait_visible(topic)
 
     async def _wait_visible(self, topic: str) -> None:
         for _ in range(50):

@@ -75,6 +75,7 @@ class ApiService:
             await self._runner.cleanup()  # stop accepting, let requests in flight finish
         await self.pool.close()
         await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
+        self.admin.close()
         if self.auth is not None:
             self.auth.close()
         log.info("iot-api stopped")
