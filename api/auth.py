@@ -3,7 +3,8 @@
 ``Authorization: Basic base64(account:secret)``; the account must be enabled, in an enabled
 tenant, and hold a role that may use the pub/sub API (``api``, ``operator`` or ``admin``).
 The registry is read from its compacted topic and refreshed every few seconds; scrypt checks run
-in a thread and a success is remembered briefly (by a hash of the credentials, never the secret).
+in a thread and a success is remembered (by a hash of the credentials, never the secret) until
+the registry changes or a minute passes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from registry.service import Registry
 
 log = logging.getLogger(__name__)
 API_ROLES = frozenset({Role.API, Role.OPERATOR, Role.ADMIN})
-_REMEMBER_S = 30.0
+_REMEMBER_S = 60.0
 _REFRESH_S = 5.0
 
 
@@ -61,13 +62,15 @@ class RegistryAuthenticator:
             return None
         digest = hashlib.sha256(f"{creds[0]}\0{creds[1]}".encode()).digest()
         now = time.monotonic()
+        async with self._lock:
+            if now - self._refreshed > _REFRESH_S:
+                changed = await asyncio.to_thread(self._registry.refresh)
+                self._refreshed = time.monotonic()
+                if changed:  # a disabled account or a rotated secret counts from now on
+                    self._remembered.clear()
         hit = self._remembered.get(digest)
         if hit is not None and now - hit[0] < _REMEMBER_S:
             return hit[1]
-        async with self._lock:
-            if now - self._refreshed > _REFRESH_S:
-                await asyncio.to_thread(self._registry.refresh)
-                self._refreshed = time.monotonic()
         actor = await asyncio.to_thread(self._registry.authenticate_account, *creds)
         if actor is None or not API_ROLES & set(actor.roles):
             return None
