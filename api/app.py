@@ -133,6 +133,9 @@ class Handlers:
         consumer = await self.pool.get(topic, request.match_info["group"], request.match_info["id"])
         async with consumer.lock:
             records = await consumer.fetch(params.limit, params.timeout_ms / 1000)
+            if request.transport is None or request.transport.is_closing():
+                # the client left during the long poll: keep the records for the next request
+                raise ConnectionResetError("client disconnected before the answer")
             body = orjson.dumps([r.value.decode("utf-8", "replace") for r in records])
             response = web.StreamResponse(headers=NO_CACHE)
             response.content_type = "application/json"
@@ -237,6 +240,9 @@ async def mr_errors(request: web.Request, handler: Handler) -> web.StreamRespons
             return error_response(ApiError(404, RESOURCE_NOT_FOUND, NOT_FOUND))
         if exc.status == 405:
             return error_response(ApiError(405, METHOD_NOT_ALLOWED, METHOD_NOT_ALLOWED_TEXT))
+        raise
+    except ConnectionResetError:
+        log.debug("%s %s: client gone", request.method, request.path)
         raise
     except Exception:
         log.exception("%s %s failed", request.method, request.path)

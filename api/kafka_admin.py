@@ -59,11 +59,17 @@ class TopicAdmin:
         self._known_at = time.monotonic()
         return names
 
-    async def exists(self, topic: str) -> bool:
-        """Cached for a second; a miss asks Kafka again (a topic just created elsewhere)."""
+    async def exists(self, topic: str, settle_s: float = 1.0) -> bool:
+        """Cached for a second; a miss asks Kafka again for up to ``settle_s`` (a topic just
+        created elsewhere takes a moment to reach every broker's metadata)."""
         if topic in self._known and time.monotonic() - self._known_at < 1.0:
             return True
-        return topic in await self.topics()
+        deadline = time.monotonic() + settle_s
+        while topic not in await self.topics():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
 
     async def ready(self) -> bool:
         try:

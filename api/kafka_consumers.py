@@ -111,9 +111,9 @@ class GroupConsumer:
             _low, high = consumer.get_watermark_offsets(tp, timeout=10)
             ends.append(TopicPartition(self.topic, tp.partition, high))
         try:
-            consumer.commit(offsets=ends, asynchronous=False)
+            _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
         except KafkaException as exc:  # the group is active elsewhere: its members decide
-            log.info("group %s: start not pinned (%s)", self._settings["group.id"], exc)
+            log.warning("group %s: start not pinned (%s)", self._settings["group.id"], exc)
 
     def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._paused = False

@@ -54,7 +54,10 @@ class ApiService:
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
         app = build_app(handlers, self.auth)
         self._runner = web.AppRunner(
-            app, access_log=None, shutdown_timeout=self.cfg.shutdown_timeout_s
+            app,
+            access_log=None,
+            shutdown_timeout=self.cfg.shutdown_timeout_s,
+            handler_cancellation=True,  # a client gone mid long poll ends its request
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.cfg.api_host, self.cfg.api_port)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,12 @@ def drain(api: Client, topic: str, group: str, cid: str, want: int, limit: int =
     return got
 
 
+def subscribe(api: Client, topic: str, group: str, cid: str) -> None:
+    """A group's first request: it starts at the log end from here."""
+    reply = api.consume(topic, group, cid, "?timeout=0")
+    assert reply.status == 200, reply.body
+
+
 def test_new_group_starts_at_the_log_end_and_messages_come_back_as_strings(
     api: Client, topic_factory: Callable[..., str], group_factory: Callable[[], str]
 ) -> None:
@@ -45,7 +52,7 @@ def test_two_groups_each_get_everything(
 ) -> None:
     topic, g1, g2 = topic_factory("api", partitions=4), group_factory(), group_factory()
     for group in (g1, g2):
-        assert api.consume(topic, group, "c", "?timeout=0").json() == []
+        subscribe(api, topic, group, "c")
     lines = [f"m{i}" for i in range(30)]
     api.publish(topic, "\n".join(lines), "text/plain")
     for group in (g1, g2):
@@ -57,7 +64,7 @@ def test_competing_ids_split_a_group_without_loss(
 ) -> None:
     topic, group = topic_factory("api", partitions=4), group_factory()
     for cid in ("a", "b"):
-        api.consume(topic, group, cid, "?timeout=0")
+        subscribe(api, topic, group, cid)
     time.sleep(3)  # let the group settle on two members (the keeper polls them)
     messages = [json.dumps({"i": i}, separators=(",", ":")) for i in range(60)]
     for i, message in enumerate(messages):  # keys spread them over the partitions
@@ -77,7 +84,7 @@ def test_limit_across_calls_loses_nothing(
     api: Client, topic_factory: Callable[..., str], group_factory: Callable[[], str]
 ) -> None:
     topic, group = topic_factory("api", partitions=1), group_factory()
-    api.consume(topic, group, "c", "?timeout=0")
+    subscribe(api, topic, group, "c")
     lines = [f"n{i}" for i in range(25)]
     api.publish(topic, "\n".join(lines), "text/plain")
     got: list[str] = []
@@ -99,7 +106,7 @@ def test_over_fetched_records_survive_the_consumer_closing(
         kafka_bootstrap=stack.kafka_bootstrap, insecure_anonymous=True, consumer_idle_s=1.0
     ) as svc:
         api = Client(svc.port)
-        api.consume(topic, group, "c", "?timeout=0")
+        subscribe(api, topic, group, "c")
         api.publish(topic, "\n".join(lines), "text/plain")
         first = api.consume(topic, group, "c", "?timeout=5000&limit=5").json()
         assert first == lines[: len(first)]
@@ -118,7 +125,7 @@ def test_long_poll_waits_for_timeout_and_returns_early_on_data(
     api: Client, topic_factory: Callable[..., str], group_factory: Callable[[], str]
 ) -> None:
     topic, group = topic_factory("api", partitions=1), group_factory()
-    api.consume(topic, group, "c", "?timeout=0")
+    subscribe(api, topic, group, "c")
     started = time.monotonic()
     assert api.consume(topic, group, "c", "?timeout=2500").json() == []
     waited = time.monotonic() - started
@@ -161,3 +168,17 @@ def test_unknown_topic_and_incomplete_urls_are_404(api: Client) -> None:
 def test_negative_limit_is_400(api: Client, topic_factory: Callable[..., str]) -> None:
     topic = topic_factory("api", partitions=1)
     assert api.consume(topic, "g", "c", "?limit=-1").status == 400
+
+
+def test_a_client_leaving_a_long_poll_commits_nothing(
+    api: Client, topic_factory: Callable[..., str], group_factory: Callable[[], str]
+) -> None:
+    topic, group = topic_factory("api", partitions=1), group_factory()
+    subscribe(api, topic, group, "c")
+    with socket.create_connection(("127.0.0.1", api.port)) as gone:
+        gone.sendall(
+            f"GET /events/{topic}/{group}/c?timeout=4000 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        )
+        time.sleep(0.5)
+    api.publish(topic, "kept", "text/plain")  # arrives after the client left
+    assert drain(api, topic, group, "c", 1) == ["kept"]

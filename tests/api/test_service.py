@@ -81,7 +81,7 @@ def test_sigterm_lets_a_long_poll_finish_and_exits_0(
             assert time.monotonic() < deadline, "iot-api did not start"
             time.sleep(0.2)
         topic, group = topic_factory("api", partitions=1), group_factory()
-        client.consume(topic, group, "c", "?timeout=0")
+        assert client.consume(topic, group, "c", "?timeout=0").status == 200
         answer: list[Reply] = []
         poller = threading.Thread(
             target=lambda: answer.append(client.consume(topic, group, "c", "?timeout=3000"))
