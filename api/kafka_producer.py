@@ -81,6 +81,7 @@ class KafkaPublisher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        self._producer = None  # freed: no reconnect attempts after the service stopped
 
 
 class _Tally:
