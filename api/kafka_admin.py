@@ -59,7 +59,7 @@ class TopicAdmin:
         self._known_at = time.monotonic()
         return names
 
-    async def exists(self, topic: str, settle_s: float = 1.0) -> bool:
+    async def exists(self, topic: str, settle_s: float = 3.0) -> bool:
         """Cached for a second; a miss asks Kafka again for up to ``settle_s`` (a topic just
         created elsewhere takes a moment to reach every broker's metadata)."""
         if topic in self._known and time.monotonic() - self._known_at < 1.0:

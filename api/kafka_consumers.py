@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -170,16 +171,24 @@ class GroupConsumer:
                 await asyncio.to_thread(self._fill_blocking, limit - len(self._buffer), wait)
             if self._buffer or deadline - time.monotonic() <= 0:
                 self.last_used = time.monotonic()
-                return list(self._buffer)[:limit]
+                return await asyncio.to_thread(self._snapshot, limit)
 
-    def _ack_blocking(self, count: int) -> None:
+    def _snapshot(self, limit: int) -> list[Fetched]:
+        # under the thread lock: a cancelled request's last chunk may still be appending
         with self._thread_lock:
-            returned = [self._buffer.popleft() for _ in range(min(count, len(self._buffer)))]
-            if not returned or self._consumer is None:
+            return list(itertools.islice(self._buffer, limit))
+
+    def _ack_blocking(self, returned: list[Fetched]) -> None:
+        if not returned:
+            return
+        ends: dict[int, int] = {}
+        for f in returned:
+            ends[f.partition] = max(ends.get(f.partition, -1), f.offset + 1)
+        with self._thread_lock:
+            # drop exactly what was returned (and older), whatever moved in the buffer meanwhile
+            self._buffer = deque(f for f in self._buffer if f.offset >= ends.get(f.partition, -1))
+            if self._consumer is None:
                 return
-            ends: dict[int, int] = {}
-            for f in returned:
-                ends[f.partition] = max(ends.get(f.partition, -1), f.offset + 1)
             offsets = [TopicPartition(self.topic, p, o) for p, o in ends.items()]
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
@@ -188,7 +197,7 @@ class GroupConsumer:
 
     async def ack(self, records: list[Fetched]) -> None:
         """The answer carrying ``records`` was written: drop them and commit past them."""
-        await asyncio.to_thread(self._ack_blocking, len(records))
+        await asyncio.to_thread(self._ack_blocking, records)
 
     async def keep_alive(self) -> None:
         """Between requests: take part in rebalances and read ahead into the buffer."""
