@@ -108,10 +108,10 @@ class Handlers:
             max_message_bytes=self.cfg.max_message_bytes,
             max_request_bytes=self.cfg.max_request_bytes,
         )
-        if not await self.admin.exists(topic):
-            if not self.cfg.auto_create_topics:
-                raise no_such_topic(topic)
+        if self.cfg.auto_create_topics:
             await self.admin.ensure(topic, self.cfg.default_partitions)
+        elif not await self.admin.exists(topic):
+            raise no_such_topic(topic)
         outcome = await self.publisher.publish(topic, records)
         self.stats.published.inc(outcome.acked)
         if outcome.error is not None:

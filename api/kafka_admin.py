@@ -101,8 +101,9 @@ class TopicAdmin:
         await self._wait_visible(topic)  # listed and publishable when the answer leaves
 
     async def ensure(self, topic: str, partitions: int) -> None:
-        """Create ``topic`` unless it exists (publish's auto-create)."""
-        if await self.exists(topic):
+        """Create ``topic`` unless it exists (publish's auto-create; one that exists but is not
+        listed yet answers TOPIC_ALREADY_EXISTS, which is fine)."""
+        if await self.exists(topic, settle_s=0):
             return
         with contextlib.suppress(TopicExistsError):  # created by another request meanwhile
             await self.create(topic, partitions, 0)

@@ -124,3 +124,17 @@ def test_kafka_down_is_503_without_hanging() -> None:
         assert reply.status == 503
         assert reply.json()["mrstatus"] == 3002
         assert time.monotonic() - started < 30
+
+
+def test_without_auto_create_an_unknown_topic_is_404(
+    stack: Endpoints, topic_factory: Callable[..., str]
+) -> None:
+    with running_api(
+        kafka_bootstrap=stack.kafka_bootstrap, insecure_anonymous=True, auto_create_topics=False
+    ) as svc:
+        client = Client(svc.port)
+        reply = client.publish("api.not-there", "x", "text/plain")
+        assert reply.status == 404
+        assert reply.json()["message"] == "No such topic exists.-[api.not-there]"
+        assert "api.not-there" not in client.request("GET", "/topics").json()["topics"]
+        assert client.publish(topic_factory("api", partitions=1), "x", "text/plain").status == 200
