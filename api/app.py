@@ -259,9 +259,12 @@ def _wrap(
         status = 500
         try:
             if protected and auth is not None:
-                actor = await auth.authenticate(request.headers.get("Authorization"))
-                if actor is None:
-                    raise ApiError(401, ACCESS_NOT_PERMITTED, AUTH_FAILURE)
+                header = request.headers.get("Authorization")
+                if await auth.authenticate(header) is None:
+                    # MR: listing topics with credentials that fail is 403, otherwise 401
+                    listing = route.handler in ("list_topics", "list_all_topics")
+                    status = 403 if listing and header else 401
+                    raise ApiError(status, ACCESS_NOT_PERMITTED, AUTH_FAILURE)
             response = await handler(request)
             status = response.status
             return response

@@ -84,6 +84,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 _ERROR_TEXT = {
     400: "Malformed request or body.",
     401: "Missing or invalid credentials.",
+    403: "Credentials given that fail (MR's answer on topic listing).",
     404: "No such topic or resource.",
     409: "Already exists.",
     413: "Message or request too large.",

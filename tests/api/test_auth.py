@@ -60,6 +60,7 @@ def test_registry_accounts_with_an_api_role_get_in(
         assert anonymous.request("GET", "/healthz").status == 200  # probes need no credentials
         wrong = Client(svc.port, _basic("feeder", api_secret + "x"))
         assert wrong.publish(topic, "x", "text/plain").status == 401
+        assert wrong.request("GET", "/topics").status == 403  # as MR: bad credentials on /topics
         not_api = Client(svc.port, _basic("bridgey", bridge_secret))
         assert not_api.publish(topic, "x", "text/plain").status == 401
         feeder = Client(svc.port, _basic("feeder", api_secret))
@@ -69,6 +70,6 @@ def test_registry_accounts_with_an_api_role_get_in(
         registry.set_account_disabled("feeder", True)
         deadline = time.monotonic() + 20
         other = Client(svc.port, _basic("feeder", api_secret))
-        while other.request("GET", "/topics").status != 401:
+        while other.request("GET", "/topics").status != 403:
             assert time.monotonic() < deadline, "the disabled account still gets in"
             time.sleep(1)
