@@ -19,12 +19,18 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from hypothesis import settings
 
 from stack.config import StackConfig
 from stack.launcher import Stack
 from stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
 
 pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
+
+# Property tests check answers, not speed: hypothesis' 200 ms per-example deadline fails them at
+# random while Kafka, Spark and Mosquitto share the two cores (speed lives in bench/).
+settings.register_profile("appliance", deadline=None)
+settings.load_profile("appliance")
 
 
 @dataclass(frozen=True)

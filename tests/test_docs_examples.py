@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,22 @@ RUN = {
         ),
         "test_registry_commands_run",
     ),
+    **dict.fromkeys(
+        (
+            "iot-api --kafka-bootstrap localhost:9092 --insecure-anonymous",
+            "curl -s -X POST -H 'Content-Type: application/json' "
+            '-d \'{"topicName": "demo", "partitionCount": "3"}\' '
+            "localhost:3904/topics/create",
+            "curl -s 'localhost:3904/events/demo/g1/c1?timeout=0'",
+            "curl -s -X POST -H 'Content-Type: application/json' "
+            '-d \'[{"t": 21.5}, {"t": 21.7}]\' localhost:3904/events/demo',
+            "curl -s -X POST -H 'Content-Type: application/cambria' "
+            "--data-binary '4.11.asdfhello world' localhost:3904/events/demo",
+            "curl -s 'localhost:3904/events/demo/g1/c1?timeout=5000&limit=10'",
+            "curl -s localhost:3904/topics",
+        ),
+        "test_api_examples_run",
+    ),
 }
 
 _SIM_RUN = (
@@ -117,6 +134,9 @@ NOT_RUN = {
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",
     "make bench-commands": _BENCH,
+    "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
+    "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
+    "its own",
     "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",
@@ -487,3 +507,70 @@ def test_analytics_commands_run(
             assert (score["precision"], score["recall"]) == (0.5, 1.0)
         else:
             raise AssertionError(f"{example}: no check for it")
+
+
+@pytest.mark.integration
+def test_api_examples_run(stack: Any, tmp_path: Path) -> None:
+    """docs/api.md's service line and curl lines, in order, against that service on a free
+    port of the test Kafka (the topic renamed so a rerun starts fresh)."""
+    steps = _run_by("test_api_examples_run")
+    [service_line] = [e for e in steps if e.program == "iot-api"]
+    port = _free_port()
+    topic = f"demo-{uuid.uuid4().hex[:8]}"
+    program = str(Path(sys.executable).parent / service_line.program)  # the installed script
+    argv = [
+        program,
+        *service_line.argv[1:],
+        "--kafka-bootstrap",
+        stack.kafka_bootstrap,
+        "--api-port",
+        str(port),
+    ]
+    log = (tmp_path / "iot-api.log").open("w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "iot-api")
+        outputs = []
+        for example in steps:
+            if example.program != "curl":
+                continue
+            args = [
+                a.replace("localhost:3904", f"127.0.0.1:{port}").replace("demo", topic)
+                for a in example.argv
+            ]
+            done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+            output = json.loads(done.stdout)
+            # a long poll answers with what is there once something is: again for the rest
+            for _ in range(10 if "limit=10" in example.command else 0):
+                if len(output) >= 3:
+                    break
+                again = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+                output += json.loads(again.stdout)
+            outputs.append(output)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+        log.close()
+    created, first, published, cambria, consumed, topics = outputs
+    assert created["name"] == topic
+    assert first == []
+    assert published["count"] == 2
+    assert cambria["count"] == 1
+    assert sorted(consumed) == sorted(['{"t":21.5}', '{"t":21.7}', "hello world"])
+    assert topic in topics["topics"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

@@ -1,0 +1,289 @@
+"""The aiohttp application: MR's events and topics over Kafka, health, metrics, OpenAPI.
+
+Routes come from ``api.routes.ROUTES`` (each names a method of :class:`Handlers`); every
+``events``/``topics`` route is authenticated unless the service runs ``--insecure-anonymous``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from confluent_kafka import KafkaException
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api import __version__
+from api.auth import RegistryAuthenticator
+from api.config import ApiConfig
+from api.errors import (
+    ACCESS_NOT_PERMITTED,
+    AUTH_FAILURE,
+    CONSUME_MSG_ERROR,
+    CREATE_TOPIC_FAIL,
+    DELETE_TOPIC_FAIL,
+    GENERIC_INTERNAL_ERROR,
+    GET_TOPICS_DETAILS_FAIL,
+    METHOD_NOT_ALLOWED,
+    METHOD_NOT_ALLOWED_TEXT,
+    NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    SERVER_UNAV,
+    SERVER_UNAVAILABLE,
+    ApiError,
+    error_body,
+    no_such_topic,
+    partial_publish,
+)
+from api.framing import parse_body, request_too_large
+from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError, TopicAdmin, TopicExistsError
+from api.kafka_consumers import ConsumerPool
+from api.kafka_producer import KafkaPublisher
+from api.metrics import ApiMetrics
+from api.openapi import document
+from api.params import check_topic_name, parse_create_topic, poll_params, topic_details
+from api.routes import ROUTES, Route
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+NO_CACHE = {"Cache-Control": "no-store, no-cache, must-revalidate", "Pragma": "no-cache",
+            "Expires": "0"}  # fmt: skip
+PROTECTED_TAGS = frozenset({"events", "topics"})
+
+
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(data), status=status, content_type="application/json", headers=headers
+    )
+
+
+def error_response(error: ApiError) -> web.Response:
+    headers = {"WWW-Authenticate": 'Basic realm="iot-api"'} if error.status == 401 else None
+    return json_response(error.body(), error.status, headers)
+
+
+class Handlers:
+    def __init__(
+        self,
+        cfg: ApiConfig,
+        admin: TopicAdmin,
+        publisher: KafkaPublisher,
+        pool: ConsumerPool,
+        metrics: ApiMetrics,
+    ) -> None:
+        self.cfg = cfg
+        self.admin = admin
+        self.publisher = publisher
+        self.pool = pool
+        self.stats = metrics
+        self.descriptions: dict[str, str] = {}  # phase 1: kept by this instance only
+
+    async def _body(self, request: web.Request) -> bytes:
+        limit = self.cfg.max_request_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise request_too_large(request.content_length, limit)
+        chunks, size = [], 0
+        async for chunk in request.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                raise request_too_large(size, limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # --- events ----------------------------------------------------------------------------
+
+    async def publish(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        topic = check_topic_name(request.match_info["topic"])
+        body = await self._body(request)
+        records = parse_body(
+            request.headers.get("Content-Type"),
+            body,
+            request.query.get("partitionKey"),
+            max_message_bytes=self.cfg.max_message_bytes,
+            max_request_bytes=self.cfg.max_request_bytes,
+        )
+        if self.cfg.auto_create_topics:
+            await self.admin.ensure(topic, self.cfg.default_partitions)
+        elif not await self.admin.exists(topic):
+            raise no_such_topic(topic)
+        outcome = await self.publisher.publish(topic, records)
+        self.stats.published.inc(outcome.acked)
+        if outcome.error is not None:
+            raise partial_publish(topic, outcome.acked, outcome.error)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        return json_response({"serverTimeMs": elapsed_ms, "count": len(records)})
+
+    async def consume(self, request: web.Request) -> web.StreamResponse:
+        topic = check_topic_name(request.match_info["topic"])
+        params = poll_params(
+            request.query.get("timeout"),
+            request.query.get("limit"),
+            default_timeout_ms=self.cfg.poll_timeout_ms,
+            max_timeout_ms=self.cfg.poll_timeout_max_ms,
+            default_limit=self.cfg.poll_limit,
+        )
+        if not await self.admin.exists(topic):
+            raise no_such_topic(topic)
+        consumer = await self.pool.get(topic, request.match_info["group"], request.match_info["id"])
+        async with consumer.lock:
+            records = await consumer.fetch(params.limit, params.timeout_ms / 1000)
+            if request.transport is None or request.transport.is_closing():
+                # the client left during the long poll: keep the records for the next request
+                raise ConnectionResetError("client disconnected before the answer")
+            body = orjson.dumps([r.value.decode("utf-8", "replace") for r in records])
+            response = web.StreamResponse(headers=NO_CACHE)
+            response.content_type = "application/json"
+            response.content_length = len(body)
+            await response.prepare(request)
+            await response.write(body)
+            await response.write_eof()
+            # written: only now are they delivered (a disconnect above commits nothing)
+            await consumer.ack(records)
+        self.stats.delivered.inc(len(records))
+        return response
+
+    async def consume_incomplete(self, request: web.Request) -> web.Response:
+        missing = "consumer ID" if "group" in request.match_info else "consumer Group and ID"
+        raise ApiError(
+            404,
+            CONSUME_MSG_ERROR,
+            f"Incorrect url - Expects {missing} in {request.path} from {request.remote}",
+        )
+
+    # --- topics ----------------------------------------------------------------------------
+
+    async def list_topics(self, _request: web.Request) -> web.Response:
+        return json_response({"topics": sorted(await self.admin.topics())})
+
+    async def list_all_topics(self, _request: web.Request) -> web.Response:
+        names = sorted(await self.admin.topics())
+        return json_response(
+            {"topics": [{"topicName": n, "owner": "", "txenabled": False} for n in names]}
+        )
+
+    async def topic_details(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        if topic not in await self.admin.topics():
+            raise ApiError(
+                404,
+                GET_TOPICS_DETAILS_FAIL,
+                f"Failed to retrieve details of topic:{topic}Topic [{topic}] does not exist.",
+            )
+        return json_response(topic_details(topic, self.descriptions.get(topic, "")))
+
+    async def create_topic(self, request: web.Request) -> web.Response:
+        wanted = parse_create_topic(await self._body(request))
+        try:
+            await self.admin.create(
+                wanted.name, wanted.partitions or self.cfg.default_partitions, wanted.replicas
+            )
+        except TopicExistsError:
+            raise ApiError(
+                409,
+                CREATE_TOPIC_FAIL,
+                f"Failed to create topic:Could not create topic [{wanted.name}]. "
+                "Topic Alreay exists.",
+            ) from None
+        self.descriptions[wanted.name] = wanted.description
+        return json_response(topic_details(wanted.name, wanted.description))
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        try:
+            await self.admin.delete(topic)
+        except NoSuchTopicError:
+            raise ApiError(
+                404,
+                DELETE_TOPIC_FAIL,
+                f"Failed to delete topic:{topic}Failed to delete topic. "
+                f"Topic [{topic}] does not exist.",
+            ) from None
+        self.descriptions.pop(topic, None)
+        return web.Response(text=f"Topic [{topic}] deleted successfully", content_type="text/html")
+
+    # --- service ---------------------------------------------------------------------------
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        if await self.admin.ready():
+            return json_response({"status": "ready"})
+        raise ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} Kafka does not answer.")
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        self.stats.consumers.set(len(self.pool))
+        body = generate_latest(self.stats.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def openapi(self, _request: web.Request) -> web.Response:
+        return json_response(document(__version__, secured=not self.cfg.insecure_anonymous))
+
+
+@web.middleware
+async def mr_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error as MR's JSON body, the framework's own 404/405/413 included."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc)
+    except (KafkaUnavailableError, KafkaException) as exc:
+        return error_response(ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} {exc}"))
+    except web.HTTPException as exc:
+        if exc.status == 404:
+            return error_response(ApiError(404, RESOURCE_NOT_FOUND, NOT_FOUND))
+        if exc.status == 405:
+            return error_response(ApiError(405, METHOD_NOT_ALLOWED, METHOD_NOT_ALLOWED_TEXT))
+        raise
+    except ConnectionResetError:
+        log.debug("%s %s: client gone", request.method, request.path)
+        raise
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return json_response(error_body(500, GENERIC_INTERNAL_ERROR, "Internal error."), 500)
+
+
+def _wrap(
+    route: Route, handler: Handler, auth: RegistryAuthenticator | None, metrics: ApiMetrics
+) -> Handler:
+    protected = auth is not None and route.tag in PROTECTED_TAGS
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        started = time.monotonic()
+        status = 500
+        try:
+            if protected and auth is not None:
+                header = request.headers.get("Authorization")
+                if await auth.authenticate(header) is None:
+                    # MR: listing topics with credentials that fail is 403, otherwise 401
+                    listing = route.handler in ("list_topics", "list_all_topics")
+                    status = 403 if listing and header else 401
+                    raise ApiError(status, ACCESS_NOT_PERMITTED, AUTH_FAILURE)
+            response = await handler(request)
+            status = response.status
+            return response
+        except ApiError as exc:
+            status = exc.status
+            raise
+        finally:
+            metrics.requests.labels(route.handler, str(status)).inc()
+            metrics.latency.labels(route.handler).observe(time.monotonic() - started)
+
+    return wrapped
+
+
+def build_app(handlers: Handlers, auth: RegistryAuthenticator | None) -> web.Application:
+    # the body limit is ours (413 with MR's code); aiohttp's own is set past it
+    app = web.Application(
+        middlewares=[mr_errors], client_max_size=handlers.cfg.max_request_bytes + 1
+    )
+    for route in ROUTES:
+        handler = getattr(handlers, route.handler)
+        app.router.add_route(route.method, route.path, _wrap(route, handler, auth, handlers.stats))
+    return app

@@ -1,0 +1,195 @@
+"""The one configuration of `iot-api`: defaults < ``IOT_*`` environment < flags.
+
+Each setting is a field of :class:`ApiConfig`; its environment variable is ``IOT_`` + the field
+name in upper case (``api_port`` -> ``IOT_API_PORT``) and its flag ``--`` + the name with dashes
+(``--api-port``), as the bridge's. Frozen and validated on construction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.errors import ConfigError
+
+ENV_PREFIX = "IOT_"
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _setting(default: Any, help_text: str) -> Any:
+    return field(default=default, metadata={"help": help_text})
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """All `iot-api` settings. Build with :meth:`load`."""
+
+    api_host: str = _setting("127.0.0.1", "Address the HTTP API listens on.")
+    api_port: int = _setting(3904, "HTTP port (3904 is MR's); 0 = pick a free port (logged).")
+    kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
+    kafka_linger_ms: int = _setting(5, "Producer linger.ms (a publish waits for its batch).")
+    publish_timeout_ms: int = _setting(
+        30000,
+        "How long a publish waits for Kafka's acknowledgement (producer message.timeout.ms) "
+        "before answering 503: Kafka down never hangs a request.",
+    )
+    max_message_bytes: int = _setting(1048576, "Largest message of a publish (bytes; 413 above).")
+    max_request_bytes: int = _setting(
+        10485760, "Largest publish body, after gzip for cambria-zip (bytes; 413 above)."
+    )
+    poll_timeout_ms: int = _setting(10000, "Long-poll timeout when the request gives none (ms).")
+    poll_timeout_max_ms: int = _setting(60000, "Longest long poll a request may ask for (ms).")
+    poll_limit: int = _setting(4096, "Messages per consume answer when `limit` is absent or 0.")
+    consumer_idle_s: float = _setting(
+        120.0,
+        "A (topic, group, id) consumer not asked for this long is closed; what it fetched and "
+        "did not return is read again by the next one (nothing is committed unreturned).",
+    )
+    auto_create_topics: bool = _setting(
+        True, "Publishing to a topic that does not exist creates it (as MR); off = 404."
+    )
+    default_partitions: int = _setting(
+        0, "Partitions of a topic created without a count (0 = the broker's default)."
+    )
+    insecure_anonymous: bool = _setting(
+        False,
+        "Serve without authentication (development only). Without it and without "
+        "registry_auth the service refuses to start.",
+    )
+    registry_auth: bool = _setting(
+        False, "HTTP Basic auth against the registry's service accounts (user:secret)."
+    )
+    registry_topic: str = _setting("iot.registry", "Compacted registry topic (registry_auth).")
+    shutdown_timeout_s: float = _setting(
+        10.0, "On SIGTERM: how long in-flight requests get to finish."
+    )
+    log_level: str = _setting("INFO", "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+
+    def __post_init__(self) -> None:
+        problems = []
+        checks = [
+            (bool(self.api_host), "api_host must not be empty"),
+            (0 <= self.api_port <= 65535, "api_port must be 0-65535"),
+            (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
+            (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
+            (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
+            (self.max_message_bytes >= 1, "max_message_bytes must be >= 1"),
+            (
+                self.max_request_bytes >= self.max_message_bytes,
+                "max_request_bytes must be >= max_message_bytes",
+            ),
+            (0 <= self.poll_timeout_ms <= self.poll_timeout_max_ms, "need poll_timeout_ms <= max"),
+            (self.poll_limit >= 1, "poll_limit must be >= 1"),
+            (self.consumer_idle_s > 0, "consumer_idle_s must be > 0"),
+            (self.default_partitions >= 0, "default_partitions must be >= 0"),
+            (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a Kafka topic"),
+            (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
+            (self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}"),
+        ]
+        problems = [message for ok, message in checks if not ok]
+        if problems:
+            raise ConfigError("invalid api configuration: " + "; ".join(problems))
+
+    def check_can_start(self) -> None:
+        """Never anonymous by default: some authentication, or the explicit dev flag."""
+        if not (self.insecure_anonymous or self.registry_auth):
+            raise ConfigError(
+                "no authentication configured: give --registry-auth (Basic auth against the "
+                "registry's service accounts) or, for development only, --insecure-anonymous"
+            )
+
+    @classmethod
+    def load(
+        cls,
+        argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> ApiConfig:
+        parser = argparse.ArgumentParser(add_help=False)
+        add_arguments(parser)
+        return from_namespace(parser.parse_args(list(argv or [])), environ, **overrides)
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def settings() -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(ApiConfig)
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"not a boolean: {text!r}")
+
+
+def _convert(f: dataclasses.Field[Any], text: str, source: str) -> Any:
+    kind: type = type(f.default)
+    try:
+        if kind is bool:
+            return parse_bool(text)
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"{source}: cannot read {text!r} as {kind.__name__}") from exc
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (default None = not given, so the environment shows through)."""
+    group = parser.add_argument_group("api settings (each also settable as IOT_<NAME>)")
+    for f in settings():
+        kind: type = type(f.default)
+        help_text = f"{f.metadata['help']} [env {env_name(f.name)}, default {f.default!r}]"
+        help_text = help_text.replace("%", "%%")
+        if kind is bool:
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                type=kind,
+                default=None,
+                metavar=kind.__name__.upper(),
+                help=help_text,
+            )
+
+
+def from_namespace(
+    ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> ApiConfig:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in settings():
+        if env_name(f.name) in env:
+            values[f.name] = _convert(f, env[env_name(f.name)], env_name(f.name))
+        flag_value = getattr(ns, f.name, None)
+        if flag_value is not None:
+            values[f.name] = flag_value
+    values.update(overrides)
+    unknown = set(values) - {f.name for f in settings()}
+    if unknown:
+        raise ConfigError(f"unknown settings: {sorted(unknown)}")
+    return ApiConfig(**values)

@@ -1,0 +1,267 @@
+"""MR consumer groups on Kafka (contract §3): one consumer per (topic, group, id), cached.
+
+- Kafka ``group.id`` = ``<group>--<topic>``, ``client.id`` = the MR consumer id; ids of one
+  group share the partitions (competing), different groups each see everything (fan-out).
+- A new group starts at the log end as of its first request: before it first subscribes, the
+  partitions without a committed offset get the current end committed, so what is published
+  after that first request is delivered even if the group's first rebalance is slow.
+- Offsets are committed only for records returned (after the answer was written); what was
+  fetched beyond ``limit`` waits in the consumer's buffer for the next request of the same id,
+  and is dropped (to be fetched again from the committed offset) when its partition is revoked
+  or the consumer closed: at-least-once, never the reference's loss of over-fetched records.
+- Every blocking call on a consumer holds its thread lock; a request holds its asyncio lock from
+  fetch to commit, so concurrent GETs of one id are served one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+
+from api.params import kafka_group_id
+
+log = logging.getLogger(__name__)
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError._TIMED_OUT,
+    }
+)
+_CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    partition: int
+    offset: int
+    value: bytes
+
+
+def _retrying(call: Callable[[], list[TopicPartition]]) -> list[TopicPartition]:
+    """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0]
+            again = error.retriable() or error.code() in _COORDINATOR_MOVING
+            if not again or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class GroupConsumer:
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, consumer_id: str, *, buffer_max: int
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.consumer_id = consumer_id
+        self.lock = asyncio.Lock()
+        self.last_used = time.monotonic()
+        self._buffer: deque[Fetched] = deque()
+        self._buffer_max = buffer_max
+        self._paused = False
+        self._thread_lock = threading.Lock()
+        self._settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": kafka_group_id(group, topic),
+            "client.id": consumer_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "session.timeout.ms": 30000,
+            "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 300000,
+        }
+        self._consumer: Consumer | None = None
+
+    # --- life ------------------------------------------------------------------------------
+
+    def open_blocking(self) -> None:
+        consumer = Consumer(self._settings)
+        try:
+            self._pin_new_group_at_end(consumer)
+        except KafkaException:
+            consumer.close()
+            raise
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._consumer = consumer
+
+    def _pin_new_group_at_end(self, consumer: Consumer) -> None:
+        meta = consumer.list_topics(self.topic, timeout=10)
+        partitions = [TopicPartition(self.topic, p) for p in meta.topics[self.topic].partitions]
+        committed = _retrying(lambda: consumer.committed(partitions, timeout=10))
+        missing = [tp for tp in committed if tp.offset == OFFSET_INVALID]
+        if not missing:
+            return
+        ends = []
+        for tp in missing:
+            _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            ends.append(TopicPartition(self.topic, tp.partition, high))
+        try:
+            _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
+        except KafkaException as exc:  # the group is active elsewhere: its members decide
+            log.warning("group %s: start not pinned (%s)", self._settings["group.id"], exc)
+
+    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._paused = False
+        log.debug(
+            "%s/%s assigned %s", self.group, self.consumer_id, [p.partition for p in partitions]
+        )
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        gone = {p.partition for p in partitions}
+        self._buffer = deque(f for f in self._buffer if f.partition not in gone)
+        self._paused = False
+
+    def close_blocking(self) -> None:
+        with self._thread_lock:
+            if self._consumer is not None:
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    self._consumer.close()
+                self._consumer = None
+            self._buffer.clear()
+
+    # --- fetch and commit --------------------------------------------------------------------
+
+    def _fill_blocking(self, wanted: int, timeout_s: float) -> None:
+        with self._thread_lock:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            room = self._buffer_max - len(self._buffer)
+            if room <= 0:
+                if not self._paused:
+                    consumer.pause(consumer.assignment())
+                    self._paused = True
+                consumer.poll(0)  # serve rebalances while full
+                return
+            if self._paused:
+                consumer.resume(consumer.assignment())
+                self._paused = False
+            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
+                if msg.error() is not None:
+                    log.warning("%s: %s", self.topic, msg.error())
+                    continue
+                value = msg.value()
+                self._buffer.append(Fetched(msg.partition() or 0, msg.offset() or 0, value or b""))
+
+    async def fetch(self, limit: int, timeout_s: float) -> list[Fetched]:
+        """Up to ``limit`` records, as soon as there is one or after ``timeout_s``; not removed
+        from the buffer until :meth:`ack`. Call with :attr:`lock` held."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if len(self._buffer) < limit:
+                wait = 0.0 if self._buffer else max(0.0, min(_CHUNK_S, left))
+                await asyncio.to_thread(self._fill_blocking, limit - len(self._buffer), wait)
+            if self._buffer or deadline - time.monotonic() <= 0:
+                self.last_used = time.monotonic()
+                return await asyncio.to_thread(self._snapshot, limit)
+
+    def _snapshot(self, limit: int) -> list[Fetched]:
+        # under the thread lock: a cancelled request's last chunk may still be appending
+        with self._thread_lock:
+            return list(itertools.islice(self._buffer, limit))
+
+    def _ack_blocking(self, returned: list[Fetched]) -> None:
+        if not returned:
+            return
+        ends: dict[int, int] = {}
+        for f in returned:
+            ends[f.partition] = max(ends.get(f.partition, -1), f.offset + 1)
+        with self._thread_lock:
+            # drop exactly what was returned (and older), whatever moved in the buffer meanwhile
+            self._buffer = deque(f for f in self._buffer if f.offset >= ends.get(f.partition, -1))
+            if self._consumer is None:
+                return
+            offsets = [TopicPartition(self.topic, p, o) for p, o in ends.items()]
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:  # rebalanced meanwhile: delivered again, not lost
+                log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, exc)
+
+    async def ack(self, records: list[Fetched]) -> None:
+        """The answer carrying ``records`` was written: drop them and commit past them."""
+        await asyncio.to_thread(self._ack_blocking, records)
+
+    async def keep_alive(self) -> None:
+        """Between requests: take part in rebalances and read ahead into the buffer."""
+        if self.lock.locked():
+            return
+        async with self.lock:
+            await asyncio.to_thread(self._fill_blocking, self._buffer_max, 0.0)
+
+
+class ConsumerPool:
+    """The cached consumers; a keeper task polls idle ones and closes the long unused."""
+
+    def __init__(self, bootstrap: str, *, idle_s: float, buffer_max: int = 1000) -> None:
+        self._bootstrap = bootstrap
+        self._idle_s = idle_s
+        self._buffer_max = buffer_max
+        self._consumers: dict[tuple[str, str, str], GroupConsumer] = {}
+        self._creating: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self._keeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._keeper = asyncio.get_running_loop().create_task(self._keep())
+
+    def __len__(self) -> int:
+        return len(self._consumers)
+
+    async def get(self, topic: str, group: str, consumer_id: str) -> GroupConsumer:
+        key = (topic, group, consumer_id)
+        found = self._consumers.get(key)
+        if found is not None:
+            return found
+        async with self._creating.setdefault(key, asyncio.Lock()):
+            found = self._consumers.get(key)
+            if found is None:
+                found = GroupConsumer(
+                    self._bootstrap, topic, group, consumer_id, buffer_max=self._buffer_max
+                )
+                await asyncio.to_thread(found.open_blocking)
+                self._consumers[key] = found
+        return found
+
+    async def drop(self, consumer: GroupConsumer) -> None:
+        key = (consumer.topic, consumer.group, consumer.consumer_id)
+        if self._consumers.get(key) is consumer:
+            del self._consumers[key]
+        await asyncio.to_thread(consumer.close_blocking)
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.monotonic()
+            for consumer in list(self._consumers.values()):
+                try:
+                    if now - consumer.last_used > self._idle_s and not consumer.lock.locked():
+                        await self.drop(consumer)
+                    else:
+                        await consumer.keep_alive()
+                except Exception:  # a keeper that dies would stall every group's rebalance
+                    log.exception("keeper: %s/%s", consumer.group, consumer.consumer_id)
+
+    async def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+        for consumer in list(self._consumers.values()):
+            await self.drop(consumer)

@@ -1,0 +1,96 @@
+"""`iot-api` running: Kafka clients, the aiohttp server, SIGTERM -> graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+
+from aiohttp import web
+
+from api.app import Handlers, build_app
+from api.auth import RegistryAuthenticator
+from api.config import ApiConfig
+from api.kafka_admin import TopicAdmin
+from api.kafka_consumers import ConsumerPool
+from api.kafka_producer import KafkaPublisher
+from api.metrics import ApiMetrics
+
+log = logging.getLogger(__name__)
+# blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
+_THREADS = 64
+
+
+class ApiService:
+    def __init__(self, cfg: ApiConfig) -> None:
+        cfg.check_can_start()
+        self.cfg = cfg
+        self.port = 0
+        self.admin = TopicAdmin(cfg.kafka_bootstrap)
+        self.publisher = KafkaPublisher(
+            cfg.kafka_bootstrap,
+            linger_ms=cfg.kafka_linger_ms,
+            timeout_ms=cfg.publish_timeout_ms,
+            max_bytes=cfg.max_message_bytes,
+        )
+        self.pool = ConsumerPool(cfg.kafka_bootstrap, idle_s=cfg.consumer_idle_s)
+        self.auth = (
+            None
+            if cfg.insecure_anonymous
+            else RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
+        )
+        self._runner: web.AppRunner | None = None
+        self.started = asyncio.Event()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(_THREADS, "api-io"))
+        self.admin.start()
+        self.publisher.start()
+        self.pool.start()
+        if self.auth is not None:
+            await self.auth.start()
+        handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
+        app = build_app(handlers, self.auth)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=self.cfg.shutdown_timeout_s,
+            handler_cancellation=True,  # a client gone mid long poll ends its request
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.cfg.api_host, self.cfg.api_port)
+        await site.start()
+        server = site._server  # the bound port when 0 was asked for
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.cfg.api_port
+        log.info(
+            "iot-api listening on http://%s:%d (auth: %s)",
+            self.cfg.api_host,
+            self.port,
+            "anonymous (insecure)" if self.auth is None else "registry Basic",
+        )
+        self.started.set()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()  # stop accepting, let requests in flight finish
+        await self.pool.close()
+        await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
+        self.admin.close()
+        if self.auth is not None:
+            self.auth.close()
+        log.info("iot-api stopped")
+
+    async def run(self) -> None:
+        """Serve until SIGTERM or SIGINT."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()

@@ -1,0 +1,140 @@
+"""The service around the API: health, readiness, Prometheus, OpenAPI, SIGTERM, Kafka down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from api.routes import ROUTES
+from tests.api.harness import Client, Reply, running_api
+from tests.conftest import Endpoints
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_health_ready_and_metrics(api: Client, topic_factory: Callable[..., str]) -> None:
+    assert api.request("GET", "/healthz").json() == {"status": "ok"}
+    assert api.request("GET", "/readyz").json() == {"status": "ready"}
+    topic = topic_factory("api", partitions=1)
+    api.publish(topic, "a\nb", "text/plain")
+    text = api.request("GET", "/metrics").body.decode()
+    assert 'iot_api_requests_total{route="publish",status="200"}' in text
+    published = [line for line in text.splitlines() if line.startswith("iot_api_published")]
+    assert published
+    assert float(published[0].split()[-1]) >= 2
+
+
+def test_openapi_covers_every_route_the_server_answers(api: Client) -> None:
+    doc = api.request("GET", "/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    served = {(r.method.lower(), r.path) for r in ROUTES}
+    documented = {(m, p) for p, ops in doc["paths"].items() for m in ops}
+    assert documented == served
+    publish = doc["paths"]["/events/{topic}"]["post"]
+    assert set(publish["requestBody"]["content"]) >= {
+        "application/json", "text/plain", "application/cambria", "application/cambria-zip",
+    }  # fmt: skip
+    assert "413" in publish["responses"]
+    for route in ROUTES:  # the server answers each documented path (not the framework's 404)
+        path = route.path.replace("{topic}", "api.none").replace("{group}", "g")
+        path = path.replace("{id}", "c")
+        reply = api.request(route.method, path + ("?timeout=0" if "{id}" in route.path else ""))
+        assert reply.status != 405, route
+        if reply.status == 404:
+            assert reply.json()["mrstatus"] != 3001 or "No such topic" in reply.json()["message"]
+
+
+def test_sigterm_lets_a_long_poll_finish_and_exits_0(
+    stack: Endpoints, topic_factory: Callable[..., str], group_factory: Callable[[], str]
+) -> None:
+    port = _free_port()
+    env = {**os.environ, "IOT_KAFKA_BOOTSTRAP": stack.kafka_bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api", "--insecure-anonymous", "--api-port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        client = Client(port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if client.request("GET", "/healthz", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "iot-api did not start"
+            time.sleep(0.2)
+        topic, group = topic_factory("api", partitions=1), group_factory()
+        assert client.consume(topic, group, "c", "?timeout=0").status == 200
+        answer: list[Reply] = []
+        poller = threading.Thread(
+            target=lambda: answer.append(client.consume(topic, group, "c", "?timeout=3000"))
+        )
+        poller.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        poller.join(30)
+        assert answer
+        assert answer[0].status == 200
+        assert answer[0].json() == []
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert "iot-api stopped" in err
+
+
+def test_refuses_to_start_without_authentication() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "api", "--api-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("IOT_")},
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--insecure-anonymous" in result.stderr
+
+
+def test_kafka_down_is_503_without_hanging() -> None:
+    dead = f"127.0.0.1:{_free_port()}"
+    with running_api(kafka_bootstrap=dead, insecure_anonymous=True, publish_timeout_ms=2000) as svc:
+        client = Client(svc.port)
+        started = time.monotonic()
+        assert client.request("GET", "/readyz", timeout=30).status == 503
+        reply = client.publish("api.down", "x", "text/plain")
+        assert reply.status == 503
+        assert reply.json()["mrstatus"] == 3002
+        assert time.monotonic() - started < 30
+
+
+def test_without_auto_create_an_unknown_topic_is_404(
+    stack: Endpoints, topic_factory: Callable[..., str]
+) -> None:
+    with running_api(
+        kafka_bootstrap=stack.kafka_bootstrap, insecure_anonymous=True, auto_create_topics=False
+    ) as svc:
+        client = Client(svc.port)
+        reply = client.publish("api.not-there", "x", "text/plain")
+        assert reply.status == 404
+        assert reply.json()["message"] == "No such topic exists.-[api.not-there]"
+        assert "api.not-there" not in client.request("GET", "/topics").json()["topics"]
+        assert client.publish(topic_factory("api", partitions=1), "x", "text/plain").status == 200
