@@ -13,6 +13,7 @@ from bridge.console import new_parser
 from stack.config import COMMANDS_MODES, StackConfig
 from stack.errors import StackError
 from stack.launcher import Stack
+from stack.mosquitto_server import INSECURE_WARNING
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
@@ -61,8 +62,15 @@ def _parser() -> argparse.ArgumentParser:
         "--analytics", dest="with_analytics", action="store_true", default=None,
         help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
     )  # fmt: skip
-    up.add_argument("--devices", type=int, help="also run this many simulated devices")
+    up.add_argument(
+        "--devices", type=int,
+        help="also run this many simulated devices (provisioned through the registry, each "
+        "with its own secret)",
+    )  # fmt: skip
     up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
+
+    for p in (up,):
+        _insecure_flag(p)
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser(
@@ -80,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run one server in the foreground (container entry point)",
     )  # fmt: skip
     serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
+    _insecure_flag(serve)
     topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
     topics.add_argument(
         "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
@@ -90,6 +99,15 @@ def _parser() -> argparse.ArgumentParser:
         help="partitions per topic (env IOT_PARTITIONS, default 12)",
     )  # fmt: skip
     return parser
+
+
+def _insecure_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--insecure-anonymous", dest="insecure_anonymous", action="store_true", default=None,
+        help="development only: Mosquitto accepts anonymous clients (no registry, no device "
+        "secrets); logged as a WARNING at every start and in `status` "
+        "(env IOT_STACK_INSECURE_ANONYMOUS)",
+    )  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> StackConfig:
@@ -108,6 +126,7 @@ def _config(args: argparse.Namespace) -> StackConfig:
         with_analytics=getattr(args, "with_analytics", None),
         devices=getattr(args, "devices", None),
         device_rate=getattr(args, "device_rate", None),
+        insecure_anonymous=getattr(args, "insecure_anonymous", None),
     )
 
 
@@ -120,6 +139,8 @@ def _serve(config: StackConfig, server: str) -> int:
     if server == "kafka":
         argv = Stack(config).kafka.command()
     else:
+        if config.insecure_anonymous:
+            _say("WARNING: " + INSECURE_WARNING % config.mqtt_url)
         argv = Stack(config).mosquitto.command(log_to_stdout=True)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # noqa: S606 - exec of our own server binary
@@ -156,6 +177,9 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
         return 0
     statuses = stack.status()
+    auth = stack.recorded_auth()
+    if auth is not None and auth.startswith("ANONYMOUS"):
+        _say(f"WARNING: mqtt_auth {auth}: Mosquitto accepts anonymous clients")
     for st in statuses:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
     return 0 if all(st.running for st in statuses) else 1
