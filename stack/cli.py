@@ -14,6 +14,7 @@ from stack.config import COMMANDS_MODES, StackConfig
 from stack.errors import StackError
 from stack.launcher import Stack
 from stack.mosquitto_server import INSECURE_WARNING
+from stack.provisioning import provision
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
@@ -89,6 +90,23 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
     _insecure_flag(serve)
+    prov = sub.add_parser(
+        "provision", parents=[common],
+        help="create the registry topics, the service accounts of the bridge and the command "
+        "path and N simulated devices (only the missing ones; secrets in 0600 files under the "
+        "secrets dir); `up` does this itself, docker-compose's auth-init service runs it",
+    )  # fmt: skip
+    prov.add_argument(
+        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+        help="Kafka holding the registry (env IOT_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
+    prov.add_argument(
+        "--mqtt-host", default=os.environ.get("IOT_MQTT_HOST", "127.0.0.1"),
+        help="Mosquitto whose dynamic security the registry drives (env IOT_MQTT_HOST)",
+    )  # fmt: skip
+    prov.add_argument(
+        "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
+    )
     topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
     topics.add_argument(
         "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
@@ -163,6 +181,14 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
         return 0
     stack = Stack(_config(args))
+    if args.command == "provision":
+        cfg = stack.config
+        provision(
+            args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
+            stack.device_ids(), progress=_say,
+        )  # fmt: skip
+        _say(f"provisioned; secrets in {cfg.secrets_dir}")
+        return 0
     if args.command == "serve":
         return _serve(stack.config, args.server)
     if args.command == "supervise":

@@ -157,6 +157,16 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         got = _keys_since(bootstrap, ends, dict.fromkeys(DEVICES, 3))
         assert all(got.get(d, 0) >= 3 for d in DEVICES), got
 
+        # `iot-stack provision` (docker-compose's auth-init) adds only what is missing
+        more = _run(
+            "stack.cli", ["provision", *args, "--kafka-bootstrap", bootstrap, "--devices", "4"], env
+        )
+        assert more.returncode == 0, more.stderr
+        assert "devices provisioned: 1 added, 0 re-keyed" in more.stderr
+        creds4 = json.loads((secrets / "devices.json").read_text())
+        assert creds4 == creds | {"dev-00003": creds4["dev-00003"]}
+        assert connack_of(mqtt, "dev-00003", creds4["dev-00003"]).value == 0
+
         # a device disabled through the registry is dropped at once and refused after;
         # the other devices (and the bridge) keep going
         disabled = _run("registry", [*registry, "device", "disable", "dev-00001"], env)
