@@ -120,6 +120,11 @@ def _provision(
         if name not in registry.state.accounts:
             issued = registry.create_account(name, [role])
             result.accounts_created.append(name)
+        elif registry.state.accounts[name].disabled:
+            # an operator's decision: not undone here (the service will be refused)
+            log.warning("service account svc/%s is disabled in the registry", name)
+            progress(f"WARNING: service account svc/{name} is disabled: that service is refused")
+            continue
         elif (
             kept is None
             or account_username(name) not in known

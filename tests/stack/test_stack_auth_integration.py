@@ -179,5 +179,19 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert got.get("dev-00002", 0) >= 8, got
         assert "dev-00001" not in got, got
         assert connack_of(mqtt, "dev-00001", creds["dev-00001"]).value in REFUSED
+
+        # a secret lost from the file is re-issued (rotated: the registry keeps only hashes)
+        kept = json.loads((secrets / "devices.json").read_text())
+        old_secret = kept.pop("dev-00002")
+        (secrets / "devices.json").write_text(json.dumps(kept))
+        again = _run(
+            "stack.cli", ["provision", *args, "--kafka-bootstrap", bootstrap, "--devices", "4"], env
+        )
+        assert again.returncode == 0, again.stderr
+        assert "devices provisioned: 0 added, 1 re-keyed" in again.stderr
+        new_secret = json.loads((secrets / "devices.json").read_text())["dev-00002"]
+        assert new_secret != old_secret
+        assert connack_of(mqtt, "dev-00002", old_secret).value in REFUSED
+        assert connack_of(mqtt, "dev-00002", new_secret).value == 0
     finally:
         _run("stack.cli", ["down", *args], env)
