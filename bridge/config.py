@@ -62,6 +62,11 @@ class BridgeConfig:
     mqtt_keepalive_s: int = _setting(30, "MQTT keepalive interval (seconds).")
     mqtt_username: str = _setting("", "MQTT user name (empty: no authentication).")
     mqtt_password: str = _setting("", "MQTT password.", secret=True)
+    mqtt_password_file: str = _setting(
+        "",
+        "File holding the MQTT password (first line; wins over mqtt_password): keeps the secret "
+        "out of the process environment and command line. `iot-stack` writes one (mode 0600).",
+    )
     mqtt_reconnect_min_s: float = _setting(0.5, "First reconnect delay (seconds).")
     mqtt_reconnect_max_s: float = _setting(
         30.0, "Largest reconnect delay (seconds); the delay doubles up to it."

@@ -2,16 +2,18 @@
 clients: the telemetry :class:`~bridge.mqtt_client.Subscriber` and the command path's
 :class:`~bridge.commands.link_pool.LinkPool` connect to the same Mosquitto the same way.
 
-Pure: reads the config, opens nothing.
+Pure: reads the config (and the password file it may name), opens no connection.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TypedDict
 
 from bridge.config import BridgeConfig
+from bridge.errors import ConfigError
 
-__all__ = ["MqttSessionSettings", "mqtt_session_settings"]
+__all__ = ["MqttSessionSettings", "mqtt_password", "mqtt_session_settings"]
 
 
 class MqttSessionSettings(TypedDict):
@@ -35,7 +37,19 @@ def mqtt_session_settings(config: BridgeConfig) -> MqttSessionSettings:
         session_expiry=config.mqtt_session_expiry_s,
         receive_maximum=config.mqtt_receive_maximum,
         username=config.mqtt_username,
-        password=config.mqtt_password,
+        password=mqtt_password(config),
         reconnect_min_s=config.mqtt_reconnect_min_s,
         reconnect_max_s=config.mqtt_reconnect_max_s,
     )
+
+
+def mqtt_password(config: BridgeConfig) -> str:
+    """The password: the first line of ``mqtt_password_file`` when set, else ``mqtt_password``."""
+    if not config.mqtt_password_file:
+        return config.mqtt_password
+    try:
+        text = Path(config.mqtt_password_file).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read mqtt_password_file: {exc}") from exc
+    lines = text.splitlines()
+    return lines[0].strip() if lines else ""

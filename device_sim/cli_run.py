@@ -21,6 +21,7 @@ from device_sim.cli_options import (
     from_args,
     probability,
 )
+from device_sim.credentials import load_credentials, require_all
 from device_sim.errors import SimConfigError
 from device_sim.fleet import run_fleet
 from device_sim.malformed import MALFORMED_KINDS, parse_kinds
@@ -210,6 +211,15 @@ def add_run_parser(sub: Any, env: Mapping[str, str]) -> None:
     r.add_argument("--run-id", default=None, help="run id (default: timestamp + random)")
     r.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
     r.add_argument("--json", action="store_true", help="print the run totals as JSON on stdout")
+    a = run.add_argument_group("authentication")
+    a.add_argument(
+        "--credentials",
+        type=Path,
+        default=env_value(env, "IOT_SIM_CREDENTIALS_FILE", None, Path),
+        help="JSON file {device_id: secret}: every device logs in with its id and its own secret "
+        "(as `iot-stack up --devices N` provisions them); a device missing from it is an error "
+        "[env IOT_SIM_CREDENTIALS_FILE]",
+    )
     add_endpoint_args(run, env)
 
 
@@ -242,7 +252,7 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     options = from_args(
         RunOptions, args, record_offsets=not args.no_offsets, sync_start=not args.no_sync_start
     )
-    endpoints = from_args(Endpoints, args)
+    endpoints = from_args(Endpoints, args, credentials=_credentials(args, spec))
     with ProgressView(spec.devices, enabled=not args.no_progress) as view:
         path, doc = run_fleet(
             spec,
@@ -259,6 +269,17 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         sys.stderr.write(f"error: no device could connect to {args.mqtt_host}:{args.mqtt_port}\n")
         return 1
     return 0
+
+
+def _credentials(args: argparse.Namespace, spec: FleetSpec) -> dict[str, str]:
+    """The per-device secrets of ``--credentials`` (checked to cover the whole fleet), or {}."""
+    if args.credentials is None:
+        return {}
+    if args.mqtt_username:
+        raise SimConfigError("--credentials and --mqtt-username exclude each other")
+    found = load_credentials(args.credentials)
+    require_all(found, (spec.device_id(i) for i in range(spec.devices)), args.credentials)
+    return found
 
 
 def _totals_json(doc: Mapping[str, Any], path: Path) -> str:

@@ -79,10 +79,9 @@ class DeviceSession:
             logger=logging.getLogger("gmqtt.client"),
         )
         client.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": 1})
-        if self.endpoints.mqtt_username:
-            client.set_auth_credentials(
-                self.endpoints.mqtt_username, self.endpoints.mqtt_password or None
-            )
+        auth = self.endpoints.auth_for(self.id)
+        if auth is not None:
+            client.set_auth_credentials(*auth)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -18,11 +18,22 @@ class Endpoints:
     topic_telemetry: str = "iot.telemetry"
     topic_dlq: str = "iot.dlq"
     topic_events: str = "iot.events"
+    # device id -> its own secret (user name = device id); wins over mqtt_username/password
+    credentials: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("mqtt_password")
+        out["credentials"] = len(out.pop("credentials"))  # how many, never the secrets
         return out
+
+    def auth_for(self, device_id: str) -> tuple[str, str | None] | None:
+        """(user name, password) device ``device_id`` connects with; None = anonymous."""
+        if self.credentials:
+            return device_id, self.credentials[device_id]
+        if self.mqtt_username:
+            return self.mqtt_username, self.mqtt_password or None
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,14 +68,17 @@ def ensure_group(tenant: str, group: str) -> list[Command]:
     return cmds
 
 
-def _client(username: str, secret: str | None, roles: list[str], groups: list[str]) -> Command:
+def _client(
+    username: str, secret: str | None, roles: list[str], groups: list[str], pin: bool = True
+) -> Command:
     body: dict[str, Any] = {
         "command": "createClient",
         "username": username,
-        "clientid": username,  # pinned: nobody can take over another's session by client id
         "roles": [{"rolename": r} for r in roles],
         "groups": [{"groupname": g} for g in groups],
     }
+    if pin:  # nobody can take over another's session by client id
+        body["clientid"] = username
     if secret is not None:
         body["password"] = secret
     return Command(body)
@@ -212,7 +215,10 @@ def add_account(
         cmds += ensure_role(name, acl.service_rules(role, account.tenant))
     username = topics.account_username(account.name)
     cmds.insert(0, Command({"command": "deleteClient", "username": username}, MISSING))
-    cmds.append(_client(username, secret, names, []))
+    # Not pinned: a service opens several sessions under one account (the command path's
+    # publisher pool, iot-bridge-commands-p1...) and keeps its stable client ids. Devices stay
+    # pinned, so no device can take over a service's session.
+    cmds.append(_client(username, secret, names, [], pin=False))
     if account.disabled or tenant_disabled:
         cmds.append(_enabled(username, False))
     return cmds

@@ -13,6 +13,8 @@ from bridge.console import new_parser
 from stack.config import COMMANDS_MODES, StackConfig
 from stack.errors import StackError
 from stack.launcher import Stack
+from stack.mosquitto_server import INSECURE_WARNING
+from stack.provisioning import provision
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
@@ -61,8 +63,15 @@ def _parser() -> argparse.ArgumentParser:
         "--analytics", dest="with_analytics", action="store_true", default=None,
         help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
     )  # fmt: skip
-    up.add_argument("--devices", type=int, help="also run this many simulated devices")
+    up.add_argument(
+        "--devices", type=int,
+        help="also run this many simulated devices (provisioned through the registry, each "
+        "with its own secret)",
+    )  # fmt: skip
     up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
+
+    for p in (up,):
+        _insecure_flag(p)
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser(
@@ -80,6 +89,24 @@ def _parser() -> argparse.ArgumentParser:
         help="run one server in the foreground (container entry point)",
     )  # fmt: skip
     serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
+    _insecure_flag(serve)
+    prov = sub.add_parser(
+        "provision", parents=[common],
+        help="create the registry topics, the service accounts of the bridge and the command "
+        "path and N simulated devices (only the missing ones; secrets in 0600 files under the "
+        "secrets dir); `up` does this itself, docker-compose's auth-init service runs it",
+    )  # fmt: skip
+    prov.add_argument(
+        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+        help="Kafka holding the registry (env IOT_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
+    prov.add_argument(
+        "--mqtt-host", default=os.environ.get("IOT_MQTT_HOST", "127.0.0.1"),
+        help="Mosquitto whose dynamic security the registry drives (env IOT_MQTT_HOST)",
+    )  # fmt: skip
+    prov.add_argument(
+        "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
+    )
     topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
     topics.add_argument(
         "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
@@ -90,6 +117,15 @@ def _parser() -> argparse.ArgumentParser:
         help="partitions per topic (env IOT_PARTITIONS, default 12)",
     )  # fmt: skip
     return parser
+
+
+def _insecure_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--insecure-anonymous", dest="insecure_anonymous", action="store_true", default=None,
+        help="development only: Mosquitto accepts anonymous clients (no registry, no device "
+        "secrets); logged as a WARNING at every start and in `status` "
+        "(env IOT_STACK_INSECURE_ANONYMOUS)",
+    )  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> StackConfig:
@@ -108,6 +144,7 @@ def _config(args: argparse.Namespace) -> StackConfig:
         with_analytics=getattr(args, "with_analytics", None),
         devices=getattr(args, "devices", None),
         device_rate=getattr(args, "device_rate", None),
+        insecure_anonymous=getattr(args, "insecure_anonymous", None),
     )
 
 
@@ -120,6 +157,8 @@ def _serve(config: StackConfig, server: str) -> int:
     if server == "kafka":
         argv = Stack(config).kafka.command()
     else:
+        if config.insecure_anonymous:
+            _say("WARNING: " + INSECURE_WARNING % config.mqtt_url)
         argv = Stack(config).mosquitto.command(log_to_stdout=True)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # noqa: S606 - exec of our own server binary
@@ -142,6 +181,14 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
         return 0
     stack = Stack(_config(args))
+    if args.command == "provision":
+        cfg = stack.config
+        provision(
+            args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
+            stack.device_ids(), progress=_say,
+        )  # fmt: skip
+        _say(f"provisioned; secrets in {cfg.secrets_dir}")
+        return 0
     if args.command == "serve":
         return _serve(stack.config, args.server)
     if args.command == "supervise":
@@ -156,6 +203,9 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
         return 0
     statuses = stack.status()
+    auth = stack.recorded_auth()
+    if auth is not None and auth.startswith("ANONYMOUS"):
+        _say(f"WARNING: mqtt_auth {auth}: Mosquitto accepts anonymous clients")
     for st in statuses:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
     return 0 if all(st.running for st in statuses) else 1

@@ -94,6 +94,17 @@ class StackConfig:
     device_hours: float = _setting(
         "IOT_STACK_DEVICE_HOURS", 24.0, "how long the simulated devices run"
     )
+    insecure_anonymous: bool = _setting(
+        "IOT_STACK_INSECURE_ANONYMOUS",
+        False,
+        "development only: Mosquitto without authentication (anyone who reaches the port may "
+        "publish as any device); off = the dynamic-security plugin, every client logs in",
+    )
+    secrets_home: str = _setting(
+        "IOT_STACK_SECRETS_DIR",
+        "",
+        "where the secret files live (mode 0600; default <data dir>/secrets)",
+    )
     supervise: bool = _setting(
         "IOT_STACK_SUPERVISE", True, "run the services under the supervisor, which restarts them"
     )
@@ -149,7 +160,8 @@ class StackConfig:
     ) -> StackConfig:
         """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks.
 
-        Not supervised: fault tests stop, kill and restart the servers themselves.
+        Not supervised: fault tests stop, kill and restart the servers themselves. Anonymous
+        (explicitly) until the fixtures provision what they need (issue 13 phase 3).
         """
         mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(
@@ -162,6 +174,7 @@ class StackConfig:
             with_bridge=False,
             with_analytics=False,
             supervise=False,
+            insecure_anonymous=True,
         )
 
     @property
@@ -203,3 +216,8 @@ class StackConfig:
     @property
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
+
+    @property
+    def secrets_dir(self) -> Path:
+        """Secret files (mode 0600): the registry admin's, the services', the devices'."""
+        return Path(self.secrets_home).resolve() if self.secrets_home else self.data_dir / "secrets"

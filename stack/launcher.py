@@ -11,12 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from device_sim.spec import FleetSpec
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.kafka_server import KafkaServer
-from stack.mosquitto_server import MosquittoServer
+from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
+from stack.provisioning import account_login, provision
+from stack.secret_files import device_credentials
 from stack.supervision import ServiceRecord
 from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
@@ -136,15 +139,36 @@ class Stack:
             "IOT_LOG_FORMAT": "json",
         }
 
+    def _login_env(self, account: str) -> dict[str, str]:
+        """The service's MQTT user name and password *file* (the secret stays off its env)."""
+        if self.config.insecure_anonymous:
+            return {}
+        login = account_login(self.config.secrets_dir, account)
+        return {
+            "IOT_MQTT_USERNAME": login.username,
+            "IOT_MQTT_PASSWORD_FILE": str(login.password_file),
+        }
+
+    def device_ids(self) -> list[str]:
+        """The simulator's device ids (`iot-sim run --devices N`: dev-00000 ...)."""
+        if self.config.devices <= 0:
+            return []
+        spec = FleetSpec(devices=self.config.devices)
+        return [spec.device_id(i) for i in range(spec.devices)]
+
     def bridge(self) -> AppService:
         cfg = self.config
         url = f"http://{cfg.connect_host}:{cfg.bridge_http_port}"
-        env = self._app_env() | {
-            "IOT_HTTP_HOST": cfg.connect_host,
-            "IOT_HTTP_PORT": str(cfg.bridge_http_port),
-            # separate: the `commands` service runs it; inline: a thread of this process
-            "IOT_COMMANDS_ENABLED": "1" if cfg.commands_mode == "inline" else "0",
-        }
+        env = (
+            self._app_env()
+            | self._login_env("bridge")
+            | {
+                "IOT_HTTP_HOST": cfg.connect_host,
+                "IOT_HTTP_PORT": str(cfg.bridge_http_port),
+                # separate: the `commands` service runs it; inline: a thread of this process
+                "IOT_COMMANDS_ENABLED": "1" if cfg.commands_mode == "inline" else "0",
+            }
+        )
         return AppService(
             cfg,
             "bridge",
@@ -160,10 +184,14 @@ class Stack:
         """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
         cfg = self.config
         url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
-        env = self._app_env() | {
-            "IOT_HTTP_HOST": cfg.connect_host,
-            "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
-        }
+        env = (
+            self._app_env()
+            | self._login_env("commands")
+            | {
+                "IOT_HTTP_HOST": cfg.connect_host,
+                "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
+            }
+        )
         return AppService(
             cfg,
             "commands",
@@ -206,6 +234,8 @@ class Stack:
             "--runs-dir", str(cfg.data_dir / "sim-runs"),
             "--no-progress",
         ]  # fmt: skip
+        if not cfg.insecure_anonymous:  # each device logs in with its own secret
+            argv += ["--credentials", str(device_credentials(cfg.secrets_dir))]
         return AppService(
             cfg,
             "devices",
@@ -244,6 +274,9 @@ class Stack:
     def up(self, progress: Callable[[str], None] = log.info) -> list[str]:
         """Start what is not running yet; returns the names started. All or nothing."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.insecure_anonymous:
+            log.warning(INSECURE_WARNING, self.config.mqtt_url)
+            progress("WARNING: " + INSECURE_WARNING % self.config.mqtt_url)
         started: list[tuple[str, Service]] = []
         wanted: list[tuple[str, Service]] = list(self.services())
         if self.link is not None:
@@ -252,17 +285,13 @@ class Stack:
             for name, service in wanted:
                 if service.running():
                     progress(f"{name} already running")
-                    continue
-                progress(f"starting {name} ...")
-                service.start()
-                started.append((name, service))
-                progress(f"{name} ready")
+                else:
+                    progress(f"starting {name} ...")
+                    service.start()
+                    started.append((name, service))
+                    progress(f"{name} ready")
                 if name == "kafka":
-                    created = ensure_topics(
-                        self.config.kafka_bootstrap, DESIGN_TOPICS, self.config.partitions
-                    )
-                    if created:
-                        progress(f"created topics: {', '.join(created)}")
+                    self._after_kafka(progress)
         except (StackError, OSError) as exc:
             # Leave nothing half-started behind: stop what this call started, newest first.
             for _name, service in reversed(started):
@@ -272,6 +301,18 @@ class Stack:
             raise StackError(str(exc)) from exc
         self._write_endpoints()
         return [name for name, _ in started]
+
+    def _after_kafka(self, progress: Callable[[str], None]) -> None:
+        """The design's topics, then (auth on) the registry's accounts and devices."""
+        cfg = self.config
+        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions)
+        if created:
+            progress(f"created topics: {', '.join(created)}")
+        if not cfg.insecure_anonymous:
+            provision(
+                cfg.kafka_bootstrap, cfg.connect_host, cfg.mqtt_port, cfg.secrets_dir,
+                self.device_ids(), progress=progress,
+            )  # fmt: skip
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
         """Stop everything, newest first, the supervisor last; returns the names that ran."""
@@ -327,6 +368,10 @@ class Stack:
             return recorded
         return service.endpoint if isinstance(service, AppService) else ""
 
+    def recorded_auth(self) -> str | None:
+        """How the last `up` started Mosquitto (anonymous or not), if it recorded it."""
+        return self._recorded_endpoints().get("mqtt_auth")
+
     def _recorded_endpoints(self) -> dict[str, str]:
         try:
             found = json.loads((self.config.data_dir / "stack.json").read_text())
@@ -340,6 +385,11 @@ class Stack:
             found[name] = self._endpoint(name, service)
         if self.link is not None:
             found["supervisor"] = str(self.supervisor.link.state_path)
+        found["mqtt_auth"] = (
+            "ANONYMOUS (insecure, development only)"
+            if self.config.insecure_anonymous
+            else f"registry credentials (secrets in {self.config.secrets_dir})"
+        )
         found["data_dir"] = str(self.config.data_dir)
         found["logs"] = str(self.config.log_dir)
         return found

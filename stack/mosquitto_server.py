@@ -1,19 +1,48 @@
-"""Mosquitto (Debian's package) run with a config generated from mosquitto/."""
+"""Mosquitto (Debian's package) run with a config generated from mosquitto/.
+
+By default with the dynamic-security plugin and ``allow_anonymous false``: every client logs in
+with credentials the registry (registry/) issued. On first start the dynsec file is written with
+the registry's admin client only, its secret in a 0600 file (docs/security.md).
+``insecure_anonymous`` keeps the old anonymous broker, for development, loudly logged.
+"""
 
 from __future__ import annotations
 
 import getpass
+import logging
 import shutil
 from pathlib import Path
 from string import Template
 
+from registry import dynsec_config
+from registry.hashing import generate_secret
 from stack import paths
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.ports import port_open
 from stack.process import ManagedProcess
+from stack.secret_files import admin_secret, read_secret, write_secret
+
+log = logging.getLogger(__name__)
 
 READY_LINE = "running"  # "mosquitto version 2.0.x running"
+DYNSEC_PLUGIN = "mosquitto_dynamic_security.so"
+INSECURE_WARNING = (
+    "INSECURE: Mosquitto at %s accepts anonymous clients (--insecure-anonymous / "
+    "IOT_STACK_INSECURE_ANONYMOUS): anyone who reaches it may publish as any device and read "
+    "every command. For development only."
+)
+
+
+def dynsec_plugin() -> Path:
+    """Where Debian's mosquitto package put the dynamic-security plugin."""
+    for candidate in (Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib/aarch64-linux-gnu")):
+        if (candidate / DYNSEC_PLUGIN).exists():
+            return candidate / DYNSEC_PLUGIN
+    found = sorted(Path("/usr/lib").glob(f"**/{DYNSEC_PLUGIN}"))
+    if not found:
+        raise StackError(f"{DYNSEC_PLUGIN} not found: Debian's `mosquitto` package ships it")
+    return found[0]
 
 
 class MosquittoServer:
@@ -21,6 +50,8 @@ class MosquittoServer:
         self.config = config
         self.home = config.data_dir / "mosquitto"
         self.conf_path = self.home / "mosquitto.conf"
+        # In Mosquitto's own (writable) dir: the plugin rewrites the file on every change.
+        self.dynsec_path = self.home / "dynsec.json"
         self.process = ManagedProcess("mosquitto", config.run_dir, config.log_dir / "mosquitto.log")
 
     def _binary(self) -> str:
@@ -31,16 +62,50 @@ class MosquittoServer:
             raise StackError("mosquitto not found: `make setup` installs Debian's package")
         return found
 
+    def ensure_dynsec_file(self) -> bool:
+        """Write the first dynsec file (the registry admin only) and its secret; True if new.
+
+        An existing file is Mosquitto's live state (every device and account): never replaced.
+        """
+        secret_path = admin_secret(self.config.secrets_dir)
+        if self.dynsec_path.exists():
+            if read_secret(secret_path) is None:
+                raise StackError(
+                    f"{self.dynsec_path} exists but the registry admin secret {secret_path} is "
+                    "missing: restore it, or delete the dynsec file to start over (every "
+                    "device and account then needs `iot-devices mosquitto sync` and a rotate)"
+                )
+            return False
+        secret = read_secret(secret_path)
+        if secret is None:
+            secret = generate_secret()
+            write_secret(secret_path, secret)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.dynsec_path.write_text(dynsec_config.render(secret))
+        self.dynsec_path.chmod(0o600)
+        return True
+
+    def _auth_lines(self) -> str:
+        # Run as whoever runs the stack: as root Mosquitto would otherwise switch to the
+        # `mosquitto` user, which can write neither our data dir nor the dynsec file.
+        user = f"user {getpass.getuser()}"
+        if self.config.insecure_anonymous:
+            return f"allow_anonymous true\n{user}"
+        if self.ensure_dynsec_file():
+            log.info("wrote the first dynamic-security file %s", self.dynsec_path)
+        return (
+            f"allow_anonymous false\n{user}\n"
+            f"plugin {dynsec_plugin()}\n"
+            f"plugin_opt_config_file {self.dynsec_path}"
+        )
+
     def render_config(self, log_to_stdout: bool = False) -> Path:
         cfg = self.config
         self.home.mkdir(parents=True, exist_ok=True)
-        # Run as whoever runs the stack: as root Mosquitto would otherwise switch to the
-        # `mosquitto` user, which cannot write our data dir.
-        auth = f"allow_anonymous true\nuser {getpass.getuser()}"
         text = Template(paths.mosquitto_template().read_text()).substitute(
             port=cfg.mqtt_port,
             bind_host=cfg.bind_host,
-            auth=auth,
+            auth=self._auth_lines(),
             data_dir=self.home,
             autosave_interval=cfg.mqtt_autosave_interval,
             session_expiry=cfg.mqtt_session_expiry,

@@ -29,8 +29,9 @@ def _env_names_read(script: str) -> set[str]:
         return {"IOT_" + f.name.upper() for f in fields(BridgeConfig)}
     if script == "iot-stack":
         return {f.metadata["env"] for f in fields(StackConfig)} | {
-            "IOT_KAFKA_BOOTSTRAP",  # `iot-stack topics`
+            "IOT_KAFKA_BOOTSTRAP",  # `iot-stack topics` and `iot-stack provision`
             "IOT_PARTITIONS",
+            "IOT_MQTT_HOST",  # `iot-stack provision`
         }
     # Other packages read their settings by literal name somewhere in their code.
     package = ROOT / PACKAGE_OF[script]
@@ -133,3 +134,42 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
         "kafka",
     ):
         assert f"COPY {package}/ {package}/" in dockerfile
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> volume name (with its :ro, if any)."""
+    found = {}
+    for spec in service.get("volumes") or []:
+        volume, path, *mode = spec.split(":")
+        found[path] = volume + (f":{mode[0]}" if mode else "")
+    return found
+
+
+def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume() -> None:
+    # nobody opens the anonymous development broker
+    for name, service in SERVICES.items():
+        assert "--insecure-anonymous" not in service["command"], name
+        assert "IOT_STACK_INSECURE_ANONYMOUS" not in _env(service), name
+    # Mosquitto writes the registry admin's secret where auth-init reads it
+    for name in ("mosquitto", "auth-init"):
+        assert _env(SERVICES[name])["IOT_STACK_SECRETS_DIR"] == "/secrets", name
+        assert _mounts(SERVICES[name])["/secrets"] == "secrets", name
+    init = SERVICES["auth-init"]
+    assert init["command"][:2] == ["iot-stack", "provision"]
+    assert init["restart"] == "no"
+    assert _port_flag("auth-init", "--devices") == _port_flag("devices", "--devices")
+    for dep in ("mosquitto", "kafka"):
+        assert init["depends_on"][dep] == {"condition": "service_healthy"}
+    # the services log in with the accounts auth-init creates, passwords read from files
+    for name, user in (("bridge", "svc/bridge"), ("commands", "svc/commands")):
+        env = _env(SERVICES[name])
+        assert env["IOT_MQTT_USERNAME"] == user, name
+        assert env["IOT_MQTT_PASSWORD_FILE"] == f"/secrets/{user.split('/')[1]}.secret", name
+        assert "IOT_MQTT_PASSWORD" not in env, name
+        assert _mounts(SERVICES[name])["/secrets"] == "secrets:ro", name
+        cond = SERVICES[name]["depends_on"]["auth-init"]
+        assert cond == {"condition": "service_completed_successfully"}, name
+    devices = SERVICES["devices"]
+    assert _env(devices)["IOT_SIM_CREDENTIALS_FILE"] == "/secrets/devices.json"
+    assert _mounts(devices)["/secrets"] == "secrets:ro"
+    assert "secrets" in COMPOSE["volumes"]

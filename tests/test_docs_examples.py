@@ -74,9 +74,22 @@ RUN = {
     ),
     "mosquitto_pub -q 1 -t devices/d1/telemetry "
     '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"t": 21.5}}\'': ("test_bridge_example_runs"),
-    "mosquitto_pub -q 1 -t devices/d1/telemetry "
+    # README's publish: run with the bridge's (anonymous, `<secret>` ignored there) and, with
+    # authentication, in the same form as security.md's pump-7 by test_own_device_example_runs
+    "mosquitto_pub -i d1 -u d1 -P '<secret>' -q 1 -t devices/d1/telemetry "
     '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'': (
         "test_bridge_example_runs"
+    ),
+    **dict.fromkeys(
+        (
+            "iot-devices --admin-password-file var/secrets/registry-admin.secret device add d1",
+            "export IOT_REGISTRY_ADMIN_PASSWORD_FILE=var/secrets/registry-admin.secret",
+            "iot-devices device add pump-7",
+            "mosquitto_pub -i pump-7 -u pump-7 -P '<secret>' -q 1 -t devices/pump-7/telemetry "
+            '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'',
+            "iot-devices device disable pump-7",
+        ),
+        "test_own_device_example_runs",
     ),
     "curl -s localhost:9108/metrics | grep iot_bridge_acked": "test_bridge_example_runs",
     **dict.fromkeys(
@@ -413,6 +426,65 @@ def test_registry_commands_run(
     assert (tmp_path / "var/certs/acme_pump-2.key").stat().st_mode & 0o777 == 0o600
     assert "revoked_at=None" in outputs["cert list"]
     assert "revoked_at=20" in outputs["cert revoke"]
+
+
+@pytest.mark.integration
+def test_own_device_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """security.md's "your own devices" (and README's `device add d1`) against a stack started
+    as `make run` starts it, authentication on, in a fresh folder: the device added logs in
+    with the printed secret and its message reaches a subscriber; disabled, it is refused."""
+    from stack.config import StackConfig
+    from stack.launcher import Stack
+    from tests.registry.mqtt_probe import Probe, connack_of
+    from tests.registry.mqtt_probe import wait_for as arrives
+
+    main = entry_point("iot-devices")
+    config = StackConfig.servers_on_free_ports(tmp_path / "var", partitions=1, kafka_heap="512m")
+    local = Stack(config.with_changes(insecure_anonymous=False))
+    _clean_iot_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    local.up()
+    try:
+        monkeypatch.setenv("IOT_KAFKA_BOOTSTRAP", local.kafka_bootstrap)
+        monkeypatch.setenv("IOT_MQTT_PORT", str(local.mqtt_port))
+        monkeypatch.setenv("IOT_MQTT_HOST", local.mqtt_host)
+        bridge_secret = (tmp_path / "var" / "secrets" / "bridge.secret").read_text().strip()
+        reader = Probe(local.mqtt_port, "svc/bridge", bridge_secret)
+        assert reader.subscribe("devices/+/telemetry").value == 1
+        secrets: dict[str, str] = {}
+        for example in _run_by("test_own_device_example_runs"):
+            if example.program == "export":
+                name, value = example.argv[1].split("=", 1)
+                monkeypatch.setenv(name, value)
+            elif example.program == "mosquitto_pub":
+                user = example.argv[example.argv.index("-u") + 1]
+                argv = [secrets[user] if a == "<secret>" else a for a in example.argv]
+                argv += ["-h", local.mqtt_host, "-p", str(local.mqtt_port), "-V", "mqttv5"]
+                subprocess.run(argv, check=True, timeout=30)
+                topic = f"devices/{user}/telemetry"
+                assert arrives(functools.partial(_received, reader, topic)), topic
+            else:
+                code = main(list(example.argv[1:]))
+                out, err = capsys.readouterr()
+                assert code == 0, f"{example}: exit {code}\n{out}\n{err}"
+                if "add" in example.argv:
+                    [secret] = [
+                        ln.split()[1] for ln in out.splitlines() if ln.startswith("secret:")
+                    ]
+                    secrets[example.argv[-1]] = secret
+        assert sorted(secrets) == ["d1", "pump-7"]
+        assert connack_of(local.mqtt_port, "pump-7", secrets["pump-7"]).value == 0x87
+        assert connack_of(local.mqtt_port, "d1", secrets["d1"]).value == 0
+        assert connack_of(local.mqtt_port, None, None).value == 0x87
+        reader.close()
+    finally:
+        local.down()
+
+
+def _received(probe: Any, topic: str) -> bool:
+    return any(seen == topic for seen, _payload in probe.messages)
 
 
 def _acked_at_least(bridge: Any, n: float) -> bool:

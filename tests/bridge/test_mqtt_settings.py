@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from bridge.commands.link_pool import LinkPool
 from bridge.config import BridgeConfig
+from bridge.errors import ConfigError
 from bridge.mqtt_client import Subscriber
-from bridge.mqtt_settings import mqtt_session_settings
+from bridge.mqtt_settings import mqtt_password, mqtt_session_settings
 
 
 def test_both_clients_connect_where_and_how_the_config_says() -> None:
@@ -31,3 +36,18 @@ def test_both_clients_connect_where_and_how_the_config_says() -> None:
     assert (sub.reconnect_min_s, sub.reconnect_max_s) == (0.25, 4.0)
     assert (pool.reconnect_min_s, pool.reconnect_max_s) == (0.25, 4.0)
     assert publisher.session_expiry == 0  # publishing links have clean sessions
+
+
+def test_password_file_wins_and_keeps_the_secret_out_of_the_config(tmp_path: Path) -> None:
+    secret = tmp_path / "bridge.secret"
+    secret.write_text("from-file\n")
+    cfg = BridgeConfig(mqtt_username="svc/bridge", mqtt_password="inline",
+                       mqtt_password_file=str(secret))  # fmt: skip
+    assert mqtt_session_settings(cfg)["password"] == "from-file"
+    assert mqtt_password(BridgeConfig(mqtt_password="inline")) == "inline"
+
+
+def test_unreadable_password_file_is_a_config_error(tmp_path: Path) -> None:
+    cfg = BridgeConfig(mqtt_password_file=str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="mqtt_password_file"):
+        mqtt_session_settings(cfg)

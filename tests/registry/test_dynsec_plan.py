@@ -59,6 +59,8 @@ def test_accounts_without_mqtt_roles_get_no_client() -> None:
     client = plan.add_account(edge, "x")[-1].body
     assert client["username"] == "svc/e1"
     assert client["roles"] == [{"rolename": "svc:edge:t1"}]
+    # services keep their own client ids (the command path opens several sessions)
+    assert "clientid" not in client
 
 
 def test_default_access_denies_all_but_unsubscribe() -> None:

@@ -44,6 +44,7 @@ def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -
         kafka_port=19092,
         commands_http_port=19101,
         commands_mode="separate",
+        insecure_anonymous=True,  # no login (the default's login: the test below)
     )
     commands = stack.commands()
     assert commands.argv == [sys.executable, "-m", "bridge.commands.cli", "serve"]
@@ -57,6 +58,27 @@ def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -
     }
     assert commands.endpoint == "http://127.0.0.1:19101/metrics"
     assert stack.endpoints()["commands"] == "http://127.0.0.1:19101/metrics"
+
+
+def test_services_log_in_with_a_password_file_and_devices_with_theirs(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, devices=3)
+    secrets = tmp_path / "secrets"
+    for name in ("bridge", "commands"):
+        env = getattr(stack, name)().env
+        assert env["IOT_MQTT_USERNAME"] == f"svc/{name}"
+        assert env["IOT_MQTT_PASSWORD_FILE"] == str(secrets / f"{name}.secret")
+        assert "IOT_MQTT_PASSWORD" not in env  # the secret is not in the environment
+    argv = stack.devices().argv
+    assert argv[argv.index("--credentials") + 1] == str(secrets / "devices.json")
+    assert stack.device_ids() == ["dev-00000", "dev-00001", "dev-00002"]
+    assert stack.endpoints()["mqtt_auth"].startswith("registry credentials")
+
+
+def test_insecure_anonymous_gives_no_logins_and_says_so(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, devices=2, insecure_anonymous=True)
+    assert "IOT_MQTT_USERNAME" not in stack.bridge().env
+    assert "--credentials" not in stack.devices().argv
+    assert stack.endpoints()["mqtt_auth"].startswith("ANONYMOUS")
 
 
 def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:

@@ -36,6 +36,53 @@ def test_mosquitto_conf(tmp_path: Path) -> None:
     assert not any("${" in line for line in lines)
 
 
+def test_mosquitto_refuses_anonymous_clients_by_default(tmp_path: Path) -> None:
+    import json
+    import stat
+
+    from registry.dynsec_config import check_pbkdf2
+
+    server = MosquittoServer(StackConfig(data_dir=tmp_path, mqtt_port=11883))
+    lines = server.render_config().read_text().splitlines()
+    assert "allow_anonymous false" in lines
+    assert "allow_anonymous true" not in lines
+    assert any(line.startswith("plugin /") and "dynamic_security" in line for line in lines)
+    assert f"plugin_opt_config_file {tmp_path / 'mosquitto' / 'dynsec.json'}" in lines
+    secret_file = tmp_path / "secrets" / "registry-admin.secret"
+    for path in (secret_file, server.dynsec_path):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(secret_file.parent.stat().st_mode) == 0o700
+    secret = secret_file.read_text().strip()
+    (admin,) = json.loads(server.dynsec_path.read_text())["clients"]
+    assert admin["username"] == "svc/registry"
+    assert check_pbkdf2(secret, admin)
+    # a second render keeps both: the dynsec file is Mosquitto's live state
+    before = server.dynsec_path.read_text()
+    server.render_config()
+    assert server.dynsec_path.read_text() == before
+    assert secret_file.read_text().strip() == secret
+
+
+def test_insecure_anonymous_keeps_the_open_broker(tmp_path: Path) -> None:
+    cfg = StackConfig(data_dir=tmp_path, mqtt_port=11883, insecure_anonymous=True)
+    lines = MosquittoServer(cfg).render_config().read_text().splitlines()
+    assert "allow_anonymous true" in lines
+    assert not any(line.startswith("plugin ") for line in lines)
+    assert not (tmp_path / "secrets").exists()
+
+
+def test_a_dynsec_file_without_its_admin_secret_is_an_error(tmp_path: Path) -> None:
+    import pytest
+
+    from stack.errors import StackError
+
+    server = MosquittoServer(StackConfig(data_dir=tmp_path, mqtt_port=11883))
+    server.render_config()
+    (tmp_path / "secrets" / "registry-admin.secret").unlink()
+    with pytest.raises(StackError, match="admin secret"):
+        server.render_config()
+
+
 def test_cluster_ids_are_kafka_uuids_that_never_look_like_an_option() -> None:
     import base64
 

@@ -183,20 +183,24 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
     ]  # fmt: skip
-    up = _cli(["up", *ports, "--commands-mode", "separate"])
+    # anonymous (explicitly): this test publishes with a bare mosquitto_pub; the default, with
+    # authentication, is tests/stack/test_stack_auth_integration.py
+    up = _cli(["up", *ports, "--commands-mode", "separate", "--insecure-anonymous"])
     try:
         assert up.returncode == 0, up.stderr
+        assert "WARNING: INSECURE" in up.stderr  # loudly logged at every up and in status
         bootstrap = next(
             line.split()[1] for line in up.stdout.splitlines() if line.startswith("kafka")
         )
         status = _cli(["status", *ports])
         assert status.returncode == 0, status.stdout
+        assert "WARNING" in status.stderr
         pids_before = sorted(
             line.split("pid ")[1].split(")")[0] for line in status.stdout.splitlines()
         )
 
         again = _cli(
-            ["up", *ports, "--commands-mode", "separate"]
+            ["up", *ports, "--commands-mode", "separate", "--insecure-anonymous"]
         )  # a second `up` starts no second copy
         assert again.returncode == 0, again.stderr
         assert "already running" in again.stderr
@@ -256,7 +260,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             ["commands", "stopped"],
         ]
 
-        up2 = _cli(["up", *ports, "--commands-mode", "separate"])
+        up2 = _cli(["up", *ports, "--commands-mode", "separate", "--insecure-anonymous"])
         assert up2.returncode == 0, up2.stderr
         again_records = _consume_all(bootstrap, "iot.telemetry", 1)
         assert again_records == records  # the record written before `down` is still there

@@ -133,6 +133,8 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
         "IOT_KAFKA_HEAP": "512m",
+        # anonymous (explicitly): it publishes with a bare mosquitto_pub
+        "IOT_STACK_INSECURE_ANONYMOUS": "1",
     }
     bootstrap = f"127.0.0.1:{kafka}"
     ready = {
