@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from api.errors import ConfigError
+from appconfig import settings as appsettings
 
-ENV_PREFIX = "IOT_"
+ENV_PREFIX = appsettings.ENV_PREFIX
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
-def _setting(default: Any, help_text: str) -> Any:
-    return field(default=default, metadata={"help": help_text})
+_setting = appsettings.setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +116,11 @@ class ApiConfig:
 
 
 def env_name(name: str) -> str:
-    return ENV_PREFIX + name.upper()
+    return appsettings.env_name(name)
 
 
 def flag_name(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return appsettings.flag_name(name)
 
 
 def settings() -> tuple[dataclasses.Field[Any], ...]:
@@ -129,67 +128,15 @@ def settings() -> tuple[dataclasses.Field[Any], ...]:
 
 
 def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError(f"not a boolean: {text!r}")
-
-
-def _convert(f: dataclasses.Field[Any], text: str, source: str) -> Any:
-    kind: type = type(f.default)
-    try:
-        if kind is bool:
-            return parse_bool(text)
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except (ValueError, ConfigError) as exc:
-        raise ConfigError(f"{source}: cannot read {text!r} as {kind.__name__}") from exc
-    return text
+    return appsettings.parse_bool(text, ConfigError)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting (default None = not given, so the environment shows through)."""
-    group = parser.add_argument_group("api settings (each also settable as IOT_<NAME>)")
-    for f in settings():
-        kind: type = type(f.default)
-        help_text = f"{f.metadata['help']} [env {env_name(f.name)}, default {f.default!r}]"
-        help_text = help_text.replace("%", "%%")
-        if kind is bool:
-            group.add_argument(
-                flag_name(f.name),
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_text,
-            )
-        else:
-            group.add_argument(
-                flag_name(f.name),
-                dest=f.name,
-                type=kind,
-                default=None,
-                metavar=kind.__name__.upper(),
-                help=help_text,
-            )
+    appsettings.add_arguments(parser, ApiConfig, "api settings")
 
 
 def from_namespace(
     ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
 ) -> ApiConfig:
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for f in settings():
-        if env_name(f.name) in env:
-            values[f.name] = _convert(f, env[env_name(f.name)], env_name(f.name))
-        flag_value = getattr(ns, f.name, None)
-        if flag_value is not None:
-            values[f.name] = flag_value
-    values.update(overrides)
-    unknown = set(values) - {f.name for f in settings()}
-    if unknown:
-        raise ConfigError(f"unknown settings: {sorted(unknown)}")
-    return ApiConfig(**values)
+    return appsettings.from_namespace(ApiConfig, ns, environ, overrides, ConfigError)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from appconfig import settings as appsettings
 from bridge.errors import ConfigError
 
-ENV_PREFIX = "IOT_"
+ENV_PREFIX = appsettings.ENV_PREFIX
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LOG_FORMATS = ("auto", "json", "text")
@@ -28,9 +28,7 @@ _SHARE_GROUP_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
-def _setting(default: Any, help_text: str, *, secret: bool = False) -> Any:
-    """A config field: its default, its help text; env name and flag derive from its name."""
-    return field(default=default, metadata={"help": help_text, "secret": secret})
+_setting = appsettings.setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,12 +287,12 @@ class BridgeConfig:
 
 def env_name(field_name: str) -> str:
     """The environment variable of a setting."""
-    return ENV_PREFIX + field_name.upper()
+    return appsettings.env_name(field_name)
 
 
 def flag_name(field_name: str) -> str:
     """The command-line flag of a setting."""
-    return "--" + field_name.replace("_", "-")
+    return appsettings.flag_name(field_name)
 
 
 def settings() -> tuple[dataclasses.Field[Any], ...]:
@@ -302,33 +300,9 @@ def settings() -> tuple[dataclasses.Field[Any], ...]:
     return dataclasses.fields(BridgeConfig)
 
 
-def _field_type(f: dataclasses.Field[Any]) -> type:
-    default = f.default
-    return type(default)
-
-
 def parse_bool(text: str) -> bool:
     """Parse an environment boolean (1/0, true/false, yes/no, on/off)."""
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError(f"not a boolean: {text!r}")
-
-
-def _convert(f: dataclasses.Field[Any], text: str, source: str) -> Any:
-    kind = _field_type(f)
-    try:
-        if kind is bool:
-            return parse_bool(text)
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except (ValueError, ConfigError) as exc:
-        raise ConfigError(f"{source}: cannot read {text!r} as {kind.__name__}") from exc
-    return text
+    return appsettings.parse_bool(text, ConfigError)
 
 
 def parse_kafka_extra(text: str) -> dict[str, str]:
@@ -347,28 +321,7 @@ def parse_kafka_extra(text: str) -> dict[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting to ``parser`` (all default to None = not given)."""
-    group = parser.add_argument_group("bridge settings (each also settable as IOT_<NAME>)")
-    for f in settings():
-        kind = _field_type(f)
-        help_text = f"{f.metadata['help']} [env {env_name(f.name)}, default {f.default!r}]"
-        help_text = help_text.replace("%", "%%")
-        if kind is bool:
-            group.add_argument(
-                flag_name(f.name),
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_text,
-            )
-        else:
-            group.add_argument(
-                flag_name(f.name),
-                dest=f.name,
-                type=kind,
-                default=None,
-                metavar=kind.__name__.upper(),
-                help=help_text,
-            )
+    appsettings.add_arguments(parser, BridgeConfig, "bridge settings")
 
 
 def from_namespace(
@@ -377,17 +330,4 @@ def from_namespace(
     **overrides: Any,
 ) -> BridgeConfig:
     """Build the config from defaults < environment < parsed flags < overrides."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for f in settings():
-        name = env_name(f.name)
-        if name in env:
-            values[f.name] = _convert(f, env[name], name)
-        flag_value = getattr(ns, f.name, None)
-        if flag_value is not None:
-            values[f.name] = flag_value
-    values.update(overrides)
-    unknown = set(values) - {f.name for f in settings()}
-    if unknown:
-        raise ConfigError(f"unknown settings: {sorted(unknown)}")
-    return BridgeConfig(**values)
+    return appsettings.from_namespace(BridgeConfig, ns, environ, overrides, ConfigError)

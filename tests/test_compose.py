@@ -124,6 +124,7 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
                 assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in (
+        "appconfig",
         "mqtt_codec",
         "bridge",
         "device_sim",

@@ -1,0 +1,71 @@
+"""The settings machinery every service's config is built on."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from appconfig import settings as s
+
+
+class BadSettingError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Example:
+    port: int = s.setting(80, "a port")
+    ratio: float = s.setting(0.5, "a ratio (50% by default)")
+    name: str = s.setting("x", "a name")
+    on: bool = s.setting(False, "a switch")
+    token: str = s.setting("", "a secret", secret=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    s.add_arguments(p, Example, "example settings")
+    return p
+
+
+def build(argv: list[str], env: dict[str, str], **overrides: object) -> Example:
+    return s.from_namespace(Example, parser().parse_args(argv), env, overrides, BadSettingError)
+
+
+def test_names_derive_from_the_field() -> None:
+    assert s.env_name("mqtt_host") == "IOT_MQTT_HOST"
+    assert s.flag_name("mqtt_host") == "--mqtt-host"
+
+
+def test_defaults_then_environment_then_flags_then_overrides() -> None:
+    assert build([], {}) == Example()
+    env = {"IOT_PORT": "81", "IOT_RATIO": "0.25", "IOT_NAME": "env", "IOT_ON": "yes"}
+    assert build([], env) == Example(81, 0.25, "env", True)
+    assert build(["--port", "82", "--no-on"], env) == Example(82, 0.25, "env", False)
+    assert build(["--port", "82"], env, port=83).port == 83
+
+
+def test_bad_values_raise_the_callers_error() -> None:
+    with pytest.raises(BadSettingError, match="IOT_PORT: cannot read 'eighty' as int"):
+        build([], {"IOT_PORT": "eighty"})
+    with pytest.raises(BadSettingError, match="not a boolean"):
+        s.parse_bool("maybe", BadSettingError)
+    with pytest.raises(BadSettingError, match=r"unknown settings: \['nope'\]"):
+        build([], {}, nope=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1", True), ("TRUE", True), ("on", True), ("0", False), ("off", False), ("", False)],
+)
+def test_booleans(text: str, value: bool) -> None:
+    assert s.parse_bool(text, BadSettingError) is value
+
+
+def test_help_names_the_environment_and_default_and_keeps_percent_signs() -> None:
+    text = parser().format_help()
+    assert "example settings (each also settable as IOT_<NAME>)" in text
+    assert "[env IOT_PORT, default 80]" in text
+    assert "50% by default" in text
+    assert s.setting("", "h", secret=True).metadata["secret"] is True
