@@ -88,11 +88,18 @@ def test_limit_across_calls_loses_nothing(
     lines = [f"n{i}" for i in range(25)]
     api.publish(topic, "\n".join(lines), "text/plain")
     got: list[str] = []
-    while len(got) < 25:
+    calls = 0
+    while len(set(got)) < 25:
+        calls += 1
+        assert calls <= 10, got
         batch = api.consume(topic, group, "c", "?timeout=5000&limit=10").json()
         assert 1 <= len(batch) <= 10
         got.extend(batch)
-    assert got == lines  # one partition: in order, each once
+    # at-least-once (MR's contract): every record, in order, none skipped; a batch may come
+    # again after a rebalance (seen once in CI: n0-n9 twice with one consumer; see docs/api.md)
+    assert list(dict.fromkeys(got)) == lines
+    first = {line: got.index(line) for line in lines}
+    assert [first[line] for line in lines] == sorted(first.values())
     assert api.consume(topic, group, "c", "?timeout=500").json() == []
 
 
