@@ -122,7 +122,13 @@ def test_over_fetched_records_survive_the_consumer_closing(
             time.sleep(0.2)  # idle: closed with the rest of its fetch unreturned
         assert len(svc.pool) == 0
         rest = drain(api, topic, group, "c", 20 - len(first))
-    assert first + rest == lines
+        if list(dict.fromkeys(first + rest)) != lines:  # a re-delivery: read on to the end
+            rest += drain(api, topic, group, "c", 20 - len(set(first + rest)))
+    # nothing skipped, in order; at-least-once allows the returned batch again (seen in CI:
+    # r0-r4 a second time after the idle close; recorded in docs/api.md for phase 2)
+    got = first + rest
+    assert list(dict.fromkeys(got)) == lines
+    assert [got.index(line) for line in lines] == sorted(got.index(line) for line in lines)
     # a second service on the same group: nothing left, nothing repeated
     with running_api(kafka_bootstrap=stack.kafka_bootstrap, insecure_anonymous=True) as svc:
         assert Client(svc.port).consume(topic, group, "c", "?timeout=1500").json() == []
