@@ -70,7 +70,8 @@ def dead_letters(bootstrap: str, topic: str, want: int) -> list[tuple[bytes, dic
         while len(found) < want and time.monotonic() < deadline:
             for m in consumer.consume(100, 0.5):
                 if m.error() is None:
-                    headers = {k: bytes(v or b"") for k, v in m.headers() or []}
+                    pairs: list[Any] = list(m.headers() or [])
+                    headers = {k: v if isinstance(v, bytes) else b"" for k, v in pairs}
                     found.append((m.value() or b"", headers))
         found += [(m.value() or b"", {}) for m in consumer.consume(100, 1.0) if not m.error()]
     finally:

@@ -75,7 +75,7 @@ def test_the_sawmill_sequence_reads_every_partition(
     assert api.request("GET", f"/latest/{topic}").json() == sent[-10:]  # sawmill's default 10
     assert api.request("GET", f"/latest_time/{topic}").json() == sent  # the last hour
     time.sleep(2.2)
-    newer = [{"id": 100 + i} for i in range(3)]
+    newer: list[dict[str, Any]] = [{"id": 100 + i} for i in range(3)]
     for message in newer:
         push(api, topic, message)
     since = api.request("GET", f"/latest_time/{topic}?offset=2")
