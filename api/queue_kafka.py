@@ -43,11 +43,13 @@ class Received:
     count: int  # deliveries it already had
 
 
-def ensure_markers_topic(bootstrap: str, topic: str, partitions: int, max_bytes: int) -> None:
+def ensure_markers_topic(
+    bootstrap: str, topic: str, partitions: int, max_bytes: int, timeout_s: float = 3.0
+) -> None:
     """The markers topic: plain retention (the owner re-reads from its oldest start), records
     large enough for a start carrying a whole message."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-api-queues"})
-    brokers = len(admin.list_topics(timeout=10).brokers) or 1
+    brokers = len(admin.list_topics(timeout=timeout_s).brokers) or 1
     new = NewTopic(
         topic,
         num_partitions=partitions,
