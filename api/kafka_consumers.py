@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import threading
@@ -24,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -39,6 +40,7 @@ _COORDINATOR_MOVING = frozenset(
         KafkaError._TIMED_OUT,
     }
 )
+_T = TypeVar("_T")
 _CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
 
 
@@ -49,7 +51,7 @@ class Fetched:
     value: bytes
 
 
-def _retrying(call: Callable[[], list[TopicPartition]]) -> list[TopicPartition]:
+def _retrying(call: Callable[[], _T]) -> _T:
     """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
     deadline = time.monotonic() + 15
     while True:
@@ -108,8 +110,9 @@ class GroupConsumer:
         if not missing:
             return
         ends = []
-        for tp in missing:
-            _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        for tp in missing:  # a topic just created may not have its leader yet: retried
+            marks = _retrying(functools.partial(consumer.get_watermark_offsets, tp, 10))
+            high = marks[1]
             ends.append(TopicPartition(self.topic, tp.partition, high))
         try:
             _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
