@@ -13,7 +13,7 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    where: str  # "path" or "query"
+    where: str  # "path", "query" or "header"
     description: str
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
 
@@ -80,7 +80,9 @@ SAWMILL_ROUTES: tuple[Route, ...] = (
           ok_schema="SawmillMessages", errors=(400, 401, 404, 503)),
     Route("GET", "/realtime/{topic}", "sawmill_realtime",
           "sawmill: a Server-Sent Events stream from `offset`, resumed from `Last-Event-ID`.",
-          "sawmill", params=(TOPIC, OFFSET), ok="event-stream", errors=(400, 401, 404, 503)),
+          "sawmill", params=(TOPIC, OFFSET, Param("Last-Event-ID", "header", "Resume after this "
+                                                   "event (its id), whatever `offset` says.")),
+          ok="event-stream", errors=(400, 401, 404, 503)),
     Route("GET", "/delete/{topic}", "sawmill_delete", "sawmill: delete the topic.", "sawmill",
           params=(TOPIC,), ok_schema="SawmillStatus", errors=(400, 401, 503)),
     Route("GET", "/topics/", "sawmill_topics", "sawmill: topic names (a JSON array).",

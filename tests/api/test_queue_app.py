@@ -153,6 +153,39 @@ def test_bad_requests(queue_api: Client) -> None:
     assert bad.json()["mrstatus"] == 5005
 
 
+def test_two_instances_share_a_queue(stack: Endpoints) -> None:
+    """Receivers on two instances compete for one queue; acks go to either instance."""
+    markers, queue = f"markers.{uuid.uuid4().hex[:12]}", f"q.{uuid.uuid4().hex[:12]}"
+    settings = {
+        "kafka_bootstrap": stack.kafka_bootstrap,
+        "insecure_anonymous": True,
+        "queue_markers_topic": markers,
+    }
+    with running_api(**settings) as one, running_api(**settings) as two:
+        a, b = Client(one.port), Client(two.port)
+        assert a.request("PUT", f"/queues/{queue}?partitions=4").status == 200
+        for client in (a, b):  # both join the queue's group before anything is there
+            assert receive(client, queue, "?timeout=2000") == []
+        time.sleep(3)  # one rebalance to settle on two members (their keepers poll)
+        sent = [f"s{i}" for i in range(40)]
+        for i, text in enumerate(sent):  # keys spread them over the 4 partitions
+            a.request("POST", f"/queues/{queue}/messages?partitionKey=k{i}", text, "text/plain")
+        served: dict[str, list[str]] = {"a": [], "b": []}
+        deadline = time.monotonic() + 60
+        while len(set(served["a"] + served["b"])) < 40:
+            assert time.monotonic() < deadline, served
+            for name, client, other in (("a", a, b), ("b", b, a)):
+                batch = receive(client, queue, "?max=5&visibility=60&timeout=500")
+                served[name] += [m["message"] for m in batch]
+                if batch:  # the ack through the other instance
+                    handles = [m["receiptHandle"] for m in batch]
+                    assert answer(other, queue, "ack", handles) == ["acked"] * len(batch)
+        assert sorted(set(served["a"] + served["b"])) == sorted(sent)
+        assert served["a"]
+        assert served["b"]
+        assert receive(a, queue, "?max=10&timeout=1000") == []
+
+
 # --- a second instance after a kill -9 ------------------------------------------------------
 
 
