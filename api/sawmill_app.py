@@ -52,7 +52,6 @@ class SawmillHandlers:
         self.publisher = publisher
         self.auth = auth
         self.closing = asyncio.Event()
-        self.streams = 0
 
     def close(self) -> None:
         """The service stops: open streams end (clients resume elsewhere from their id)."""
@@ -180,11 +179,9 @@ class SawmillHandlers:
             )
             return await self._stream(request, follower)
 
-        self.streams += 1
         try:
             return await self._guarded(request, run)
         finally:
-            self.streams -= 1
             if follower is not None:
                 await asyncio.to_thread(follower.close)
 
