@@ -38,6 +38,8 @@ _COORDINATOR_MOVING = frozenset(
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError._TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # a topic just created: no leader yet
+        KafkaError.LEADER_NOT_AVAILABLE,
     }
 )
 _T = TypeVar("_T")

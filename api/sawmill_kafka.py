@@ -11,11 +11,14 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError
 from api.sawmill import Message, Start
 
+_NO_LEADER_YET = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT}
+)
 _READ_S = 15.0  # a range read gives up after this long (a partition that cannot be fetched)
 
 
@@ -50,10 +53,21 @@ class PartitionRanges:
         self.topic = topic
         self.marks: dict[int, tuple[int, int]] = {}
         for p in sorted(found.partitions):
-            try:
-                self.marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            except KafkaException as exc:
+            self.marks[p] = _watermarks(consumer, TopicPartition(topic, p))
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """(low, high); a topic just created may not have every partition's leader yet: retried."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            return int(low), int(high)
+        except KafkaException as exc:
+            again = exc.args[0].retriable() or exc.args[0].code() in _NO_LEADER_YET
+            if not again or time.monotonic() > deadline:
                 raise KafkaUnavailableError(str(exc)) from exc
+            time.sleep(0.2)
 
 
 def _read(
