@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NO_CACHE = {"Cache-Control": "no-store, no-cache, must-revalidate", "Pragma": "no-cache",
             "Expires": "0"}  # fmt: skip
-PROTECTED_TAGS = frozenset({"events", "topics"})
+PROTECTED_TAGS = frozenset({"events", "topics", "queues"})  # sawmill checks its `token`
 
 
 def json_response(
@@ -278,12 +278,16 @@ def _wrap(
     return wrapped
 
 
-def build_app(handlers: Handlers, auth: RegistryAuthenticator | None) -> web.Application:
+def build_app(
+    handlers: Handlers, auth: RegistryAuthenticator | None, *more: object
+) -> web.Application:
+    """``more``: handler objects of other route rows (sawmill's facade, the queues)."""
     # the body limit is ours (413 with MR's code); aiohttp's own is set past it
     app = web.Application(
         middlewares=[mr_errors], client_max_size=handlers.cfg.max_request_bytes + 1
     )
     for route in ROUTES:
-        handler = getattr(handlers, route.handler)
+        owner = next((h for h in (handlers, *more) if hasattr(h, route.handler)), handlers)
+        handler = getattr(owner, route.handler)
         app.router.add_route(route.method, route.path, _wrap(route, handler, auth, handlers.stats))
     return app

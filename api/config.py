@@ -69,6 +69,26 @@ class ApiConfig:
         10.0, "On SIGTERM: how long in-flight requests get to finish."
     )
     log_level: str = _setting("INFO", "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    # sawmill's facade and the queues (issue 14 items 3-4)
+    sse_heartbeat_s: float = _setting(
+        15.0, "Server-Sent Events: a comment line after this long without an event (s)."
+    )
+    queue_markers_topic: str = _setting(
+        "iot.api.queue-markers", "Queues: the topic holding receive/ack/redelivery markers."
+    )
+    queue_markers_partitions: int = _setting(3, "Queues: partitions of the markers topic.")
+    queue_visibility_s: float = _setting(
+        30.0, "Queues: visibility timeout of a receive that gives none (s)."
+    )
+    queue_visibility_max_s: float = _setting(43200.0, "Queues: longest visibility timeout (s).")
+    queue_max_deliveries: int = _setting(
+        5, "Queues: deliveries of a message before it goes to the queue's dead-letter topic."
+    )
+    queue_clock_grace_ms: int = _setting(
+        1000,
+        "Queues: a message is redelivered this long after its visibility deadline (covers "
+        "clock skew between instances; an ack recorded by the deadline always wins).",
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -90,6 +110,15 @@ class ApiConfig:
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a Kafka topic"),
             (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
             (self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}"),
+            (self.sse_heartbeat_s > 0, "sse_heartbeat_s must be > 0"),
+            (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic is not a topic"),
+            (self.queue_markers_partitions >= 1, "queue_markers_partitions must be >= 1"),
+            (
+                0 < self.queue_visibility_s <= self.queue_visibility_max_s,
+                "need 0 < queue_visibility_s <= queue_visibility_max_s",
+            ),
+            (self.queue_max_deliveries >= 1, "queue_max_deliveries must be >= 1"),
+            (self.queue_clock_grace_ms >= 0, "queue_clock_grace_ms must be >= 0"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:

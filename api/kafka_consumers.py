@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import threading
@@ -24,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -37,8 +38,11 @@ _COORDINATOR_MOVING = frozenset(
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError._TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # a topic just created: no leader yet
+        KafkaError.LEADER_NOT_AVAILABLE,
     }
 )
+_T = TypeVar("_T")
 _CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
 
 
@@ -49,7 +53,7 @@ class Fetched:
     value: bytes
 
 
-def _retrying(call: Callable[[], list[TopicPartition]]) -> list[TopicPartition]:
+def _retrying(call: Callable[[], _T]) -> _T:
     """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
     deadline = time.monotonic() + 15
     while True:
@@ -108,8 +112,9 @@ class GroupConsumer:
         if not missing:
             return
         ends = []
-        for tp in missing:
-            _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        for tp in missing:  # a topic just created may not have its leader yet: retried
+            marks = _retrying(functools.partial(consumer.get_watermark_offsets, tp, 10))
+            high = marks[1]
             ends.append(TopicPartition(self.topic, tp.partition, high))
         try:
             _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from api import queue_model, sawmill
 from api.routes import ROUTES, Route
 
 _STRING = {"type": "string"}
@@ -79,7 +80,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
     "Status": {"type": "object", "properties": {"status": _STRING}},
+    **sawmill.SCHEMAS,
+    **queue_model.SCHEMAS,
 }
+_BASIC_TAGS = ("events", "topics", "queues")  # the rest of sawmill's tag: its `token` header
 
 _ERROR_TEXT = {
     400: "Malformed request or body.",
@@ -122,19 +126,23 @@ def _operation(route: Route, secured: bool) -> dict[str, Any]:
         ok_content = {"text/html": {"schema": _STRING}}
     elif route.ok == "prometheus":
         ok_content = {"text/plain": {"schema": _STRING}}
+    elif route.ok == "event-stream":
+        ok_content = {"text/event-stream": {"schema": _STRING}}
     else:
         ok_schema = _ref(route.ok_schema) if route.ok_schema else {"type": "object"}
         ok_content = {"application/json": {"schema": ok_schema}}
     responses: dict[str, Any] = {"200": {"description": "OK", "content": ok_content}}
-    codes = set(route.errors) | ({401} if secured and route.tag in ("events", "topics") else set())
+    codes = set(route.errors) | ({401} if secured and route.tag in _BASIC_TAGS else set())
     for code in sorted(codes):
         responses[str(code)] = {
             "description": _ERROR_TEXT.get(code, "Error."),
             "content": {"application/json": {"schema": _ref("Error")}},
         }
     op["responses"] = responses
-    if secured and route.tag in ("events", "topics"):
+    if secured and route.tag in _BASIC_TAGS:
         op["security"] = [{"basic": []}]
+    elif secured and route.tag == "sawmill":
+        op["security"] = [{"token": []}]
     return op
 
 
@@ -153,5 +161,8 @@ def document(version: str, *, secured: bool) -> dict[str, Any]:
         "components": {"schemas": SCHEMAS},
     }
     if secured:
-        doc["components"]["securitySchemes"] = {"basic": {"type": "http", "scheme": "basic"}}
+        doc["components"]["securitySchemes"] = {
+            "basic": {"type": "http", "scheme": "basic"},
+            "token": {"type": "apiKey", "in": "header", "name": "token"},  # account:secret
+        }
     return doc

@@ -13,7 +13,7 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    where: str  # "path" or "query"
+    where: str  # "path", "query" or "header"
     description: str
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
 
@@ -28,7 +28,7 @@ class Route:
     params: tuple[Param, ...] = ()
     body: tuple[str, ...] = ()  # media types the request body may have
     body_schema: str | None = None  # a name in api.openapi.SCHEMAS
-    ok: str = "json"  # "json", "text" or "prometheus"
+    ok: str = "json"  # "json", "text", "prometheus" or "event-stream"
     ok_schema: str | None = None
     errors: tuple[int, ...] = ()
 
@@ -44,6 +44,81 @@ PUBLISH_TYPES = (
     "application/octet-stream",
 )
 INT = {"type": "integer"}
+
+QUEUE = Param(
+    "queue",
+    "path",
+    "Queue: its topic (1-245 of [a-zA-Z0-9._-]); `<queue>.dlq` is its dead-letter topic.",
+)
+OFFSET = Param(
+    "offset",
+    "query",
+    "Start: an offset of every partition, `partition:offset,...` "
+    "(as `X-Next-Offset` and the stream ids), or `end`; absent: the beginning.",
+)
+SAWMILL_LIMIT = Param("limit", "query", "Most messages (ours; absent or 0: the poll limit).", INT)
+
+# sawmill's facade (contract §10): its names and shapes, its `token` header, bugs fixed
+SAWMILL_ROUTES: tuple[Route, ...] = (
+    Route("POST", "/push/{topic}", "sawmill_push",
+          "sawmill: push the JSON body as one message (200 after Kafka acknowledged it).",
+          "sawmill", params=(TOPIC,), body=("application/json",), ok_schema="SawmillStatus",
+          errors=(400, 401, 404, 413, 503)),
+    Route("GET", "/consume/{topic}", "sawmill_consume",
+          "sawmill: every partition from `offset` to its end, in record-time order; "
+          "`X-Next-Offset` says where to go on.", "sawmill",
+          params=(TOPIC, OFFSET, SAWMILL_LIMIT), ok_schema="SawmillMessages",
+          errors=(400, 401, 404, 503)),
+    Route("GET", "/latest/{topic}", "sawmill_latest",
+          "sawmill: the `offset` (default 10) newest messages of the topic.", "sawmill",
+          params=(TOPIC, Param("offset", "query", "How many (default 10).", INT)),
+          ok_schema="SawmillMessages", errors=(400, 401, 404, 503)),
+    Route("GET", "/latest_time/{topic}", "sawmill_latest_time",
+          "sawmill: the messages of the last `offset` seconds (default 3600).", "sawmill",
+          params=(TOPIC, Param("offset", "query", "Seconds back (default 3600).", INT),
+                  SAWMILL_LIMIT),
+          ok_schema="SawmillMessages", errors=(400, 401, 404, 503)),
+    Route("GET", "/realtime/{topic}", "sawmill_realtime",
+          "sawmill: a Server-Sent Events stream from `offset`, resumed from `Last-Event-ID`.",
+          "sawmill", params=(TOPIC, OFFSET, Param("Last-Event-ID", "header", "Resume after this "
+                                                   "event (its id), whatever `offset` says.")),
+          ok="event-stream", errors=(400, 401, 404, 503)),
+    Route("GET", "/delete/{topic}", "sawmill_delete", "sawmill: delete the topic.", "sawmill",
+          params=(TOPIC,), ok_schema="SawmillStatus", errors=(400, 401, 503)),
+    Route("GET", "/topics/", "sawmill_topics", "sawmill: topic names (a JSON array).",
+          "sawmill", ok_schema="SawmillTopics", errors=(400, 401, 503)),
+    Route("GET", "/connection/", "sawmill_connection", "sawmill: does Kafka answer?",
+          "service", ok_schema="SawmillStatus", errors=(503,)),
+    Route("GET", "/spec", "sawmill_spec", "sawmill's spec: this document.", "service"),
+)  # fmt: skip
+
+QUEUE_ROUTES: tuple[Route, ...] = (
+    Route("PUT", "/queues/{queue}", "queue_create",
+          "Create a queue: its topic and its dead-letter topic (`?partitions=`).", "queues",
+          params=(QUEUE, Param("partitions", "query", "Partitions (0: the default).", INT)),
+          ok_schema="Queue", errors=(400, 503)),
+    Route("GET", "/queues/{queue}", "queue_info", "A queue's settings.", "queues",
+          params=(QUEUE,), ok_schema="Queue", errors=(400, 404, 503)),
+    Route("POST", "/queues/{queue}/messages", "queue_send",
+          "Send: 200 after Kafka acknowledged every message (MR's framings).", "queues",
+          params=(QUEUE, Param("partitionKey", "query", "Key of messages without one.")),
+          body=PUBLISH_TYPES, ok_schema="PublishResult", errors=(400, 404, 413, 503)),
+    Route("POST", "/queues/{queue}/receive", "queue_receive",
+          "Receive up to `max` messages, each invisible for `visibility` s; redelivered "
+          "after that unless acked.", "queues",
+          params=(QUEUE, Param("max", "query", "Most messages (default 1).", INT),
+                  Param("visibility", "query", "Visibility timeout in s.", {"type": "number"}),
+                  Param("timeout", "query", "Long-poll wait in ms.", INT)),
+          ok_schema="QueueMessages", errors=(400, 404, 503)),
+    Route("POST", "/queues/{queue}/ack", "queue_ack",
+          "Acknowledge: recorded by the deadline, never delivered again.", "queues",
+          params=(QUEUE,), body=("application/json",), body_schema="ReceiptHandles",
+          ok_schema="AckResults", errors=(400, 503)),
+    Route("POST", "/queues/{queue}/nack", "queue_nack",
+          "Give back: delivered again at once (the delivery counts).", "queues",
+          params=(QUEUE,), body=("application/json",), body_schema="ReceiptHandles",
+          ok_schema="AckResults", errors=(400, 503)),
+)  # fmt: skip
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -92,3 +167,5 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", "metrics", "Prometheus metrics.", "service", ok="prometheus"),
     Route("GET", "/openapi.json", "openapi", "This document.", "service"),
 )  # fmt: skip
+# after MR's rows: sawmill's facade and the queues (api.sawmill_app, api.queue_app)
+ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES

@@ -16,6 +16,8 @@ from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
 from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
+from api.queue_app import QueueHandlers
+from api.sawmill_app import SawmillHandlers
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
@@ -40,6 +42,8 @@ class ApiService:
             if cfg.insecure_anonymous
             else RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
         )
+        self.sawmill: SawmillHandlers | None = None
+        self.queues: QueueHandlers | None = None
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
 
@@ -52,7 +56,10 @@ class ApiService:
         if self.auth is not None:
             await self.auth.start()
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
-        app = build_app(handlers, self.auth)
+        self.sawmill = SawmillHandlers(self.cfg, self.admin, self.publisher, self.auth)
+        self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
+        self.queues.start()
+        app = build_app(handlers, self.auth, self.sawmill, self.queues)
         self._runner = web.AppRunner(
             app,
             access_log=None,
@@ -74,8 +81,12 @@ class ApiService:
         self.started.set()
 
     async def stop(self) -> None:
+        if self.sawmill is not None:
+            self.sawmill.close()  # event streams end; their clients resume from their id
         if self._runner is not None:
             await self._runner.cleanup()  # stop accepting, let requests in flight finish
+        if self.queues is not None:
+            await self.queues.close()
         await self.pool.close()
         await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
         self.admin.close()

@@ -132,6 +132,22 @@ RUN = {
         ),
         "test_api_examples_run",
     ),
+    **dict.fromkeys(
+        (
+            "curl -s -X POST -H 'Content-Type: application/json' -d '{\"t\": 21.5}' "
+            "localhost:3904/push/demo-saw",
+            "curl -s 'localhost:3904/latest/demo-saw?offset=5'",
+            "curl -s -N localhost:3904/realtime/demo-saw",
+            "curl -s -X PUT 'localhost:3904/queues/jobs?partitions=3'",
+            "curl -s -X POST -H 'Content-Type: application/json' "
+            '-d \'[{"job": 1}, {"job": 2}]\' localhost:3904/queues/jobs/messages',
+            "curl -s -X POST "
+            "'localhost:3904/queues/jobs/receive?max=10&visibility=30&timeout=5000'",
+            "curl -s -X POST -H 'Content-Type: application/json' "
+            '-d \'{"receiptHandles": ["HANDLE"]}\' localhost:3904/queues/jobs/ack',
+        ),
+        "test_api_sawmill_and_queue_examples_run",
+    ),
 }
 
 _SIM_RUN = (
@@ -630,6 +646,65 @@ def test_api_examples_run(stack: Any, tmp_path: Path) -> None:
     assert cambria["count"] == 1
     assert sorted(consumed) == sorted(['{"t":21.5}', '{"t":21.7}', "hello world"])
     assert topic in topics["topics"]
+
+
+@pytest.mark.integration
+def test_api_sawmill_and_queue_examples_run(stack: Any) -> None:
+    """docs/api.md's sawmill and queue lines, in order, against an anonymous service."""
+    steps = _run_by("test_api_sawmill_and_queue_examples_run")
+    port, suffix = _free_port(), uuid.uuid4().hex[:8]
+    argv = [
+        str(Path(sys.executable).parent / "iot-api"),
+        *("--kafka-bootstrap", stack.kafka_bootstrap, "--api-port", str(port)),
+        *("--insecure-anonymous", "--queue-markers-topic", f"markers-{suffix}"),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    outputs: list[Any] = []
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "iot-api")
+        for example in steps:
+            args = [
+                a.replace("localhost:3904", f"127.0.0.1:{port}")
+                .replace("demo-saw", f"demo-saw-{suffix}")
+                .replace("/jobs", f"/jobs-{suffix}")
+                for a in example.argv
+            ]
+            if "HANDLE" in example.command:  # one handle the receive before it answered
+                handle = outputs[-1]["messages"][0]["receiptHandle"]
+                args = [a.replace("HANDLE", handle) for a in args]
+            if "/realtime/" in example.command:  # a stream: read up to its first event
+                stream = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+                assert stream.stdout is not None
+                try:
+                    lines = [stream.stdout.readline() for _ in range(4)]
+                finally:
+                    stream.kill()
+                    stream.wait(10)
+                outputs.append(lines)
+                continue
+            done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+            output = json.loads(done.stdout)
+            if "/receive" in example.command:  # the long poll answers with the first; the rest
+                while len(output["messages"]) < 2:
+                    more = subprocess.run(
+                        args, capture_output=True, text=True, timeout=60, check=True
+                    )
+                    output["messages"] += json.loads(more.stdout)["messages"]
+            outputs.append(output)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    pushed, latest, stream_lines, queue, sent, received, acked = outputs
+    assert pushed == {"message": "added message to producer", "status": "Pass"}
+    assert latest == [{"t": 21.5}]
+    assert stream_lines[0] == "retry: 1000\n"
+    assert stream_lines[2].startswith("id: ")
+    assert stream_lines[3] == 'data: {"t":21.5}\n'
+    assert queue["deadLetterTopic"] == f"jobs-{suffix}.dlq"
+    assert sent["count"] == 2
+    assert sorted(m["message"] for m in received["messages"]) == ['{"job":1}', '{"job":2}']
+    assert {m["deliveryCount"] for m in received["messages"]} == {1}
+    assert [r["status"] for r in acked["results"]] == ["acked"]
 
 
 def _free_port() -> int:

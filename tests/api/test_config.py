@@ -32,3 +32,17 @@ def test_never_anonymous_by_default() -> None:
         ApiConfig.load([], environ={}).check_can_start()
     ApiConfig.load(["--insecure-anonymous"], environ={}).check_can_start()
     ApiConfig.load(["--registry-auth"], environ={}).check_can_start()
+
+
+def test_queue_and_stream_settings_are_checked() -> None:
+    cfg = ApiConfig.load([], environ={"IOT_QUEUE_MAX_DELIVERIES": "3"})
+    assert (cfg.queue_max_deliveries, cfg.queue_visibility_s) == (3, 30.0)
+    for flags, name in (
+        (["--queue-visibility-s", "0"], "queue_visibility_s"),
+        (["--queue-visibility-s", "100", "--queue-visibility-max-s", "50"], "queue_visibility"),
+        (["--queue-max-deliveries", "0"], "queue_max_deliveries"),
+        (["--queue-markers-topic", "bad name"], "queue_markers_topic"),
+        (["--sse-heartbeat-s", "0"], "sse_heartbeat_s"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            ApiConfig.load(flags, environ={})
