@@ -59,6 +59,22 @@ def _last_records(bootstrap: str, topic: str, per_partition: int = 400) -> list[
         consumer.close()
 
 
+def _text(driver: Any, css: str) -> str:
+    """An element's text read in one step (the page re-renders it every sample)."""
+    found = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;", css
+    )
+    return str(found or "")
+
+
+def _rate(driver: Any) -> float:
+    text = _text(driver, "#rate-mqtt-in")
+    try:
+        return float(text)
+    except ValueError:  # a dash before the second sample
+        return 0.0
+
+
 def test_viewer_cannot_command_or_provision(console_stack: ConsoleStack, browser: Browser) -> None:
     login(browser, "view1", console_stack.accounts["view1"], "/console/commands")
     _wait(browser).until(ec.presence_of_element_located((By.ID, "cmd-history")))
@@ -82,8 +98,10 @@ def test_viewer_cannot_command_or_provision(console_stack: ConsoleStack, browser
 def test_tenant_admin_sees_only_its_devices(console_stack: ConsoleStack, browser: Browser) -> None:
     login(browser, "acme-admin", console_stack.accounts["acme-admin"], "/console/devices")
     _wait(browser).until(ec.presence_of_element_located((By.CSS_SELECTOR, "tr[data-device]")))
-    rows = browser.driver.find_elements(By.CSS_SELECTOR, "tr[data-device]")
-    assert [r.get_attribute("data-device") for r in rows] == ["acme-dev1"]
+    rows = browser.driver.execute_script(
+        "return [...document.querySelectorAll('tr[data-device]')].map(r => r.dataset.device);"
+    )
+    assert rows == ["acme-dev1"]
     assert (
         browser.driver.find_element(By.CSS_SELECTOR, "a[data-page='topics']").is_displayed()
         is False
@@ -96,13 +114,10 @@ def test_overview_rate_rises_live(console_stack: ConsoleStack, browser: Browser)
     _wait(browser).until(ec.presence_of_element_located((By.ID, "rate-mqtt-in")))
     browser.driver.execute_script("window.__sameDocument = true;")
     started = time.monotonic()
-    _wait(browser, 30).until(
-        lambda d: float(d.find_element(By.ID, "rate-mqtt-in").text.replace("\u2013", "0")) > 0
-    )
+    _wait(browser, 30).until(lambda d: _rate(d) > 0)
     print(f"overview rate > 0 after {time.monotonic() - started:.1f} s")
     assert browser.driver.execute_script("return window.__sameDocument === true")  # no reload
-    up = browser.driver.find_element(By.CSS_SELECTOR, "[data-service='bridge'] .value").text
-    assert up == "up"
+    assert _text(browser.driver, "[data-service='bridge'] .value") == "up"
     browser.shot("overview-live")
 
 
@@ -126,16 +141,18 @@ def test_command_reaches_device_and_succeeds(console_stack: ConsoleStack, browse
     login(browser, "oper1", console_stack.accounts["oper1"], "/console/commands")
     _wait(browser).until(ec.element_to_be_clickable((By.ID, "cmd-target"))).send_keys("dev-00002")
     browser.driver.find_element(By.ID, "cmd-send").click()
-    status = _wait(browser, 60).until(
-        lambda d: (
-            d.find_element(By.ID, "cmd-status")
-            if d.find_element(By.ID, "cmd-status").get_attribute("data-state")
-            in ("succeeded", "failed", "expired")
-            else False
+    final = ("succeeded", "failed", "expired", "rejected")
+
+    def state(d: Any) -> str | None:
+        found = d.execute_script(
+            "const e = document.getElementById('cmd-status');"
+            "return e ? e.getAttribute('data-state') : null;"
         )
-    )
-    assert status.get_attribute("data-state") == "succeeded"
-    reply = orjson.loads(browser.driver.find_element(By.ID, "cmd-reply").text)
+        return found if found in final else None
+
+    assert _wait(browser, 60).until(state) == "succeeded"
+    _wait(browser).until(lambda d: _text(d, "#cmd-reply"))
+    reply = orjson.loads(_text(browser.driver, "#cmd-reply"))
     assert reply[-1]["match"] == "matched" or reply[-1].get("status") == "ok", reply
     browser.shot("command-succeeded")
 
