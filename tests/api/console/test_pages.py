@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -44,6 +45,19 @@ def test_every_page_loads_without_errors(console_stack: ConsoleStack, browser: B
         assert shot.stat().st_size > 1000
         assert browser.console_errors() == [], page
         assert browser.failed_requests() == [], page
+    # tablet width: nothing wider than the window (tables scroll inside their box)
+    browser.driver.set_window_size(800, 1100)
+    for page in ("overview", "devices", "dead-letters"):
+        browser.open(f"/console/{page}")
+        WebDriverWait(browser.driver, 20).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, PAGES[page]))
+        )
+        wide = browser.driver.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        assert wide <= 0, f"{page} is {wide} px wider than a tablet"
+        browser.shot(f"{page}-tablet")
+    browser.driver.set_window_size(1280, 900)
     # a device's own page
     browser.open("/console/device/default/dev-00000")
     WebDriverWait(browser.driver, 20).until(ec.presence_of_element_located((By.ID, "last-values")))
@@ -56,8 +70,13 @@ def test_wrong_password_is_refused(console_stack: ConsoleStack, browser: Browser
     browser.open("/console/overview")
     wait = WebDriverWait(browser.driver, 20)
     wait.until(ec.element_to_be_clickable((By.ID, "login-name"))).send_keys("admin1")
-    browser.driver.find_element(By.ID, "login-secret").send_keys("not-the-secret")
-    browser.driver.find_element(By.ID, "login-submit").click()
+    # keyboard only: the name field has the focus, Tab reaches the secret, Enter submits
+    active = browser.driver.switch_to.active_element
+    assert active.get_attribute("id") == "login-name"
+    active.send_keys(Keys.TAB)
+    active = browser.driver.switch_to.active_element
+    assert active.get_attribute("id") == "login-secret"
+    active.send_keys("not-the-secret", Keys.ENTER)
     wait.until(ec.text_to_be_present_in_element((By.ID, "login-error"), "Wrong"))
     assert not browser.driver.find_element(By.ID, "logout").is_displayed()
     browser.shot("login-refused")
