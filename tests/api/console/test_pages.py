@@ -66,6 +66,25 @@ def test_every_page_loads_without_errors(console_stack: ConsoleStack, browser: B
     assert browser.failed_requests() == []
 
 
+def test_session_cookie_and_logout(console_stack: ConsoleStack, browser: Browser) -> None:
+    login(browser, "view1", console_stack.accounts["view1"])
+    cookie = browser.driver.get_cookie("iot_console")
+    assert cookie is not None
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/console"
+    assert cookie["secure"] is False  # plain HTTP here; Secure over TLS (docs/console.md)
+    assert browser.driver.execute_script("return document.cookie") == ""  # not for scripts
+    browser.driver.find_element(By.ID, "logout").click()
+    WebDriverWait(browser.driver, 20).until(ec.element_to_be_clickable((By.ID, "login-name")))
+    me = browser.driver.execute_async_script(
+        "const d = arguments[0]; fetch('/console/api/me').then(r => r.json()).then(d);"
+    )
+    assert me is None  # the session is gone on the server, not only in the page
+    browser.open("/console/devices")  # and a page asks for a login again
+    WebDriverWait(browser.driver, 20).until(ec.element_to_be_clickable((By.ID, "login-name")))
+
+
 def test_wrong_password_is_refused(console_stack: ConsoleStack, browser: Browser) -> None:
     browser.open("/console/overview")
     wait = WebDriverWait(browser.driver, 20)
