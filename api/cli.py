@@ -8,6 +8,7 @@ import logging
 import sys
 
 from api.config import ApiConfig, add_arguments, from_namespace
+from api.console import config as console_config
 from api.errors import ConfigError
 from api.service import ApiService
 
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-anonymous is given.",
     )
     add_arguments(parser)
+    console_config.add_arguments(parser)
     return parser
 
 
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg: ApiConfig = from_namespace(args)
-        service = ApiService(cfg)
+        service = ApiService(cfg, console_config.from_namespace(args))
     except ConfigError as exc:
         print(f"iot-api: {exc}", file=sys.stderr)
         return 2

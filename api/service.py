@@ -12,6 +12,8 @@ from aiohttp import web
 from api.app import Handlers, build_app
 from api.auth import RegistryAuthenticator
 from api.config import ApiConfig
+from api.console.app import Console, build_console_app
+from api.console.config import ConsoleConfig
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
 from api.kafka_producer import KafkaPublisher
@@ -25,9 +27,10 @@ _THREADS = 64
 
 
 class ApiService:
-    def __init__(self, cfg: ApiConfig) -> None:
+    def __init__(self, cfg: ApiConfig, console: ConsoleConfig | None = None) -> None:
         cfg.check_can_start()
         self.cfg = cfg
+        self.console_cfg = console if console is not None and console.console else None
         self.port = 0
         self.admin = TopicAdmin(cfg.kafka_bootstrap)
         self.publisher = KafkaPublisher(
@@ -60,6 +63,13 @@ class ApiService:
         self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
         self.queues.start()
         app = build_app(handlers, self.auth, self.sawmill, self.queues)
+        if self.console_cfg is not None:  # the operator console (docs/console.md)
+            published = handlers.stats.registry
+            console = Console(
+                self.console_cfg, self.cfg.kafka_bootstrap, self.cfg.registry_topic,
+                lambda: published.get_sample_value("iot_api_published_messages_total") or 0.0,
+            )  # fmt: skip
+            app.add_subapp("/console", build_console_app(console))
         self._runner = web.AppRunner(
             app,
             access_log=None,

@@ -166,6 +166,12 @@ NOT_RUN = {
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
     "its own",
+    "iot-api --registry-auth --console --console-admin-password-file "
+    "var/secrets/registry-admin.secret": "needs the running stack's registry and secrets; "
+    "tests/api/console/conftest.py starts the same service line on free ports",
+    "iot-devices --admin-password-file var/secrets/registry-admin.secret account create alice "
+    "--role operator": "needs the running stack's registry; tests/api/console/conftest.py "
+    "creates its operator accounts with this command",
     "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",

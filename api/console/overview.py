@@ -1,0 +1,134 @@
+"""The Overview's numbers (pure): Prometheus text in, rates and a short history out.
+
+Each sample holds every watched service's metrics; two samples make rates. Counters are
+read by name without the ``_total`` suffix so both exposition styles match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Labels = tuple[tuple[str, str], ...]
+Metrics = dict[tuple[str, Labels], float]
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+HISTORY = 150  # points kept: 5 minutes at the default 2 s
+
+
+def parse_prometheus(text: str) -> Metrics:
+    """Samples of a Prometheus text exposition: {(name, labels): value}."""
+    out: Metrics = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            continue
+        name, _, labels, value = match.groups()
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if name.endswith("_total"):
+            name = name[: -len("_total")]
+        pairs = tuple(sorted(_LABEL.findall(labels or "")))
+        out[(name, pairs)] = number
+    return out
+
+
+def total(metrics: Metrics, name: str, **labels: str) -> float:
+    """Sum of ``name`` over the samples whose labels include ``labels``."""
+    want = set(labels.items())
+    return sum(v for (n, ls), v in metrics.items() if n == name and want <= set(ls))
+
+
+def by_label(metrics: Metrics, name: str, label: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (n, ls), v in metrics.items():
+        if n == name:
+            key = dict(ls).get(label, "")
+            out[key] = out.get(key, 0.0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float  # epoch seconds
+    up: Mapping[str, bool]
+    metrics: Mapping[str, Metrics]
+    command_states: Mapping[str, int] = field(default_factory=dict)  # final states seen so far
+    http_in: float = 0.0  # messages published through iot-api (counter)
+
+
+def _rate(now: float, before: float, seconds: float) -> float:
+    if seconds <= 0 or now < before:  # a restarted service starts its counters over
+        return 0.0
+    return (now - before) / seconds
+
+
+def _bridge(sample: Sample) -> Metrics:
+    return dict(sample.metrics.get("bridge", {}))
+
+
+def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
+    """One history point: rates between two samples, gauges of the current one."""
+    b = _bridge(cur)
+    pb = _bridge(prev) if prev is not None else {}
+    dt = cur.at - prev.at if prev is not None else 0.0
+    received = total(b, "iot_bridge_received")
+    produced = total(b, "iot_bridge_produced")
+    dlq = by_label(b, "iot_bridge_dlq", "code")
+    out: dict[str, Any] = {"at": cur.at, "up": dict(cur.up)}
+    if prev is None:
+        out |= {"mqtt_in": 0.0, "http_in": 0.0, "kafka_out": 0.0, "dlq": {}}
+    else:
+        old_dlq = by_label(pb, "iot_bridge_dlq", "code")
+        out |= {
+            "mqtt_in": _rate(received, total(pb, "iot_bridge_received"), dt),
+            "http_in": _rate(cur.http_in, prev.http_in, dt),
+            "kafka_out": _rate(produced, total(pb, "iot_bridge_produced"), dt),
+            "dlq": {c: _rate(v, old_dlq.get(c, 0.0), dt) for c, v in sorted(dlq.items())},
+        }
+    acked = total(b, "iot_bridge_acked")
+    out["bridge_pending"] = max(0.0, received - produced - sum(dlq.values())) if b else None
+    count = total(b, "iot_bridge_produce_latency_seconds_count")
+    lat = total(b, "iot_bridge_produce_latency_seconds_sum")
+    if prev is not None:
+        count -= total(pb, "iot_bridge_produce_latency_seconds_count")
+        lat -= total(pb, "iot_bridge_produce_latency_seconds_sum")
+    out["ack_lag_ms"] = round(lat / count * 1000, 1) if count > 0 else None
+    out["acked"] = acked
+    cmd = dict(cur.metrics.get("commands", {}))
+    out["commands_pending"] = total(cmd, "iot_commands_pending") if cmd else None
+    states = cur.command_states
+    pstates = prev.command_states if prev is not None else states
+    out["commands"] = {
+        s: _rate(float(states.get(s, 0)), float(pstates.get(s, 0)), dt)
+        for s in ("succeeded", "failed", "expired")
+    }
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()
+    }
+
+
+class History:
+    """The last points, oldest first."""
+
+    def __init__(self, size: int = HISTORY) -> None:
+        self._points: deque[dict[str, Any]] = deque(maxlen=size)
+        self._last: Sample | None = None
+
+    def add(self, sample: Sample) -> dict[str, Any]:
+        p = point(self._last, sample)
+        self._last = sample
+        self._points.append(p)
+        return p
+
+    def points(self) -> list[dict[str, Any]]:
+        return list(self._points)

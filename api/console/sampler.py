@@ -1,0 +1,100 @@
+"""The Overview's sampler: every few seconds, the services' health and metrics, Kafka's state
+and consumer lag, into a short history that SSE clients receive as it grows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from api.console.kafka_view import KafkaDownError, KafkaView
+from api.console.overview import History, Sample
+from api.console.probes import probe_all
+from api.console.tailer import Tailer
+
+log = logging.getLogger(__name__)
+LAG_EVERY = 5  # samples between two consumer-lag reads (they cost a round of admin calls)
+
+
+class Sampler:
+    def __init__(
+        self,
+        services: Mapping[str, str],
+        kafka: KafkaView,
+        tailer: Tailer,
+        period_s: float,
+        http_in: Callable[[], float] = lambda: 0.0,
+    ) -> None:
+        self.services = dict(services)
+        self.kafka = kafka
+        self.tailer = tailer
+        self.period_s = period_s
+        self.http_in = http_in
+        self.history = History()
+        self.groups: list[dict[str, Any]] = []
+        self.kafka_error = ""
+        self.latest: dict[str, Any] = {}
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._count = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.sample()
+            except Exception:  # the page shows stale data rather than the sampler dying
+                log.exception("console: sampling failed")
+            await asyncio.sleep(max(0.1, self.period_s - (time.monotonic() - started)))
+
+    async def sample(self) -> dict[str, Any]:
+        probes = await probe_all(self.services)
+        kafka_up = await asyncio.to_thread(self.kafka.ping)
+        if kafka_up and self._count % LAG_EVERY == 0:
+            try:
+                self.groups = await asyncio.to_thread(self.kafka.groups)
+                self.kafka_error = ""
+            except KafkaDownError as exc:
+                self.kafka_error = str(exc)
+        if not kafka_up:
+            self.kafka_error = "Kafka does not answer"
+        self._count += 1
+        with self.tailer.lock:
+            states = dict(self.tailer.state.final_counts)
+        up = {name: ok for name, (ok, _) in probes.items()} | {"kafka": kafka_up}
+        sample = Sample(
+            at=time.time(),
+            up=up,
+            metrics={name: m for name, (_, m) in probes.items()},
+            command_states=states,
+            http_in=self.http_in(),
+        )
+        point = self.history.add(sample)
+        self.latest = {
+            "point": point,
+            "kafka": {"up": kafka_up, "error": self.kafka_error},
+            "groups": [{"group": g["group"], "total_lag": g["total_lag"], "state": g["state"]}
+                       for g in self.groups],
+        }  # fmt: skip
+        async with self._changed:
+            self._changed.notify_all()
+        return self.latest
+
+    async def wait(self, timeout_s: float) -> dict[str, Any]:
+        """The next sample (or the latest after ``timeout_s``)."""
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout_s)
+        return self.latest

@@ -1,0 +1,106 @@
+"""Follows the fleet's topics into a :class:`FleetState` on a daemon thread.
+
+Starts a little back in history so pages have something at once: compacted topics (presence,
+command status) and the audit trail from their beginning, the others from their last records.
+Kafka down is tolerated: the thread retries and ``kafka_ok`` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from api.console.fleet import FleetState
+
+log = logging.getLogger(__name__)
+
+# kind -> how many records per partition to read back at start (None: all)
+BACKLOG: Mapping[str, int | None] = {
+    "telemetry": 200,
+    "events": 50,
+    "presence": None,
+    "dlq": 2000,
+    "status": 5000,
+    "replies": 2000,
+    "audit": None,
+}
+
+
+class Tailer:
+    def __init__(self, bootstrap: str, topics: Mapping[str, str], state: FleetState) -> None:
+        self.bootstrap = bootstrap
+        self.topics = dict(topics)  # kind -> topic name
+        self.state = state
+        self.lock = threading.Lock()
+        self.kafka_ok = False
+        self.error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="console-tailer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _assign(self, consumer: Consumer) -> dict[str, str]:
+        meta = consumer.list_topics(timeout=5)
+        kinds: dict[str, str] = {}
+        assignment = []
+        for kind, topic in self.topics.items():
+            t = meta.topics.get(topic)
+            if t is None or t.error is not None:
+                continue
+            kinds[topic] = kind
+            back = BACKLOG.get(kind)
+            for p in t.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+                start = low if back is None else max(low, high - back)
+                start = max(self._next.get((topic, p), start), low)
+                assignment.append(TopicPartition(topic, p, start))
+        consumer.assign(assignment)
+        return kinds
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            consumer = Consumer(
+                {"bootstrap.servers": self.bootstrap,
+                 "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
+                 "enable.auto.commit": False, "fetch.wait.max.ms": 100}
+            )  # fmt: skip
+            try:
+                kinds = self._assign(consumer)
+                missing = set(self.topics.values()) - set(kinds)
+                checked = time.monotonic()
+                self.kafka_ok, self.error = True, ""
+                while not self._stop.is_set():
+                    msgs = consumer.consume(1000, 0.5)
+                    with self.lock:
+                        for msg in msgs:
+                            if msg.error() is not None:
+                                continue
+                            self._next[(msg.topic() or "", msg.partition() or 0)] = (
+                                msg.offset() or 0
+                            ) + 1
+                            self.state.apply(
+                                kinds[msg.topic() or ""], partition=msg.partition() or 0,
+                                offset=msg.offset() or 0, key=msg.key(), value=msg.value(),
+                                headers=msg.headers(), timestamp=msg.timestamp()[1],
+                            )  # fmt: skip
+                    if missing and time.monotonic() - checked > 10:
+                        break  # a topic created since: assign again (state is kept)
+            except (KafkaException, KeyError) as exc:
+                self.kafka_ok, self.error = False, str(exc)
+                log.warning("console: reading Kafka failed (%s); retrying", exc)
+                self._stop.wait(2)
+            finally:
+                consumer.close()

@@ -1,0 +1,185 @@
+"""The real stack behind a real browser: `iot-stack up` (Mosquitto, Kafka, bridge, command path,
+simulated devices, registry auth) on free ports, `iot-api --console` beside it, operator accounts
+of every role, and headless Chromium (Debian's) driven by selenium."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stack.ports import free_ports
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@dataclass
+class ConsoleStack:
+    url: str
+    kafka_bootstrap: str
+    mqtt_port: int
+    data_dir: Path
+    devices: dict[str, str]  # simulated device id -> secret
+    accounts: dict[str, str] = field(default_factory=dict)  # operator -> secret
+    registry_args: list[str] = field(default_factory=list)
+
+
+def _run(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{module} {args}: {done.stderr}"
+    return done.stdout
+
+
+def _wait_http(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{url} not ready in {timeout_s} s")
+
+
+@pytest.fixture(scope="package")
+def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.fail("chromium and chromium-driver are needed (.ci/setup installs them)")
+    mqtt, kafka, controller, bridge_http, commands_http, api_port = free_ports(6)
+    data_dir = (tmp_path_factory.mktemp("console") / "var").resolve()
+    secrets = data_dir / "secrets"
+    args = [
+        "--data-dir", str(data_dir), "--mqtt-port", str(mqtt), "--kafka-port", str(kafka),
+        "--kafka-controller-port", str(controller), "--bridge-http-port", str(bridge_http),
+        "--commands-http-port", str(commands_http),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
+    bootstrap = f"127.0.0.1:{kafka}"
+    api: subprocess.Popen[bytes] | None = None
+    try:
+        _run("stack.cli", ["up", *args, "--partitions", "3", "--devices", "3",
+                           "--device-rate", "4"], env)  # fmt: skip
+        registry = [
+            "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
+            "--admin-password-file", str(secrets / "registry-admin.secret"), "--json",
+        ]  # fmt: skip
+        stack = ConsoleStack(
+            f"http://127.0.0.1:{api_port}", bootstrap, mqtt, data_dir,
+            json.loads((secrets / "devices.json").read_text()), registry_args=registry,
+        )  # fmt: skip
+        _run("registry", [*registry, "tenant", "create", "acme"], env)
+        _run("registry", [*registry, "device", "add", "--tenant", "acme", "acme-dev1"], env)
+        out = _run("registry", [*registry, "device", "add", "hostile-1"], env)
+        stack.devices["hostile-1"] = json.loads(out)["secret"]  # MQTT client id = its name
+        for name, role, tenant in [
+            ("admin1", "admin", None), ("oper1", "operator", None), ("view1", "viewer", None),
+            ("acme-admin", "tenant-admin", "acme"),
+        ]:  # fmt: skip
+            extra = ["--tenant", tenant] if tenant else []
+            out = _run("registry", [*registry, "account", "create", name, "--role", role, *extra],
+                       env)  # fmt: skip
+            stack.accounts[name] = json.loads(out)["secret"]
+        log = (data_dir / "logs" / "api.log").open("wb")
+        api = subprocess.Popen(
+            [sys.executable, "-m", "api", "--registry-auth", "--api-port", str(api_port),
+             "--kafka-bootstrap", bootstrap, "--console", "--console-sample-s", "1",
+             "--console-services",
+             f"bridge=http://127.0.0.1:{bridge_http},commands=http://127.0.0.1:{commands_http}",
+             "--console-mqtt-port", str(mqtt),
+             "--console-admin-password-file", str(secrets / "registry-admin.secret"),
+             "--console-warehouse", str(data_dir / "warehouse")],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        _wait_http(stack.url + "/healthz", 60)
+        yield stack
+    finally:
+        if api is not None:
+            api.terminate()
+            try:
+                api.wait(20)
+            except subprocess.TimeoutExpired:
+                api.kill()
+        subprocess.run(
+            [sys.executable, "-m", "stack.cli", "down", *args], env=env, timeout=180, check=False,
+            capture_output=True,
+        )  # fmt: skip
+
+
+class Browser:
+    """A headless Chromium page with its console log and failed requests collected."""
+
+    def __init__(self, base: str, shots: Path) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+
+        options = Options()
+        options.binary_location = CHROMIUM
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                    "--window-size=1280,900", "--disable-gpu"):  # fmt: skip
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        self.driver.set_page_load_timeout(30)
+        self.base = base
+        self.shots = shots
+        shots.mkdir(parents=True, exist_ok=True)
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.base + path)
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        return path
+
+    def console_errors(self) -> list[str]:
+        return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+    def failed_requests(self) -> list[str]:
+        """Responses >= 400 and requests that failed, except aborted ones (navigation ending
+        the live stream)."""
+        failed = []
+        for entry in self.driver.get_log("performance"):
+            msg: dict[str, Any] = json.loads(entry["message"])["message"]
+            params = msg.get("params", {})
+            if msg.get("method") == "Network.responseReceived":
+                status = params["response"]["status"]
+                if status >= 400:
+                    failed.append(f"{status} {params['response']['url']}")
+            elif (
+                msg.get("method") == "Network.loadingFailed"
+                and not params.get("canceled")
+                and "ERR_ABORTED" not in params.get("errorText", "")
+            ):
+                failed.append(f"{params.get('errorText')} {params.get('requestId')}")
+        return failed
+
+    def close(self) -> None:
+        self.driver.quit()
+
+
+@pytest.fixture
+def browser(console_stack: ConsoleStack, tmp_path: Path) -> Iterator[Browser]:
+    b = Browser(console_stack.url, tmp_path / "screenshots")
+    try:
+        yield b
+    finally:
+        b.close()

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import orjson
+
+from api.console.fleet import FleetState, letter_view
+
+Headers = list[tuple[str, bytes]] | None
+
+
+def _apply(state: FleetState, kind: str, key: str | None, doc: object, offset: int = 0,
+           headers: Headers = None, raw: bytes | None = None) -> None:  # fmt: skip
+    value = raw if raw is not None else orjson.dumps(doc)
+    state.apply(kind, partition=0, offset=offset, key=key.encode() if key else None,
+                value=value, headers=headers, timestamp=5)  # fmt: skip
+
+
+def test_telemetry_and_presence_make_a_device_row() -> None:
+    state = FleetState()
+    _apply(state, "telemetry", "d1", {"ts": 1000, "seq": 0, "metrics": {"temp": 20.0}})
+    _apply(state, "telemetry", "d1", {"ts": 2000, "seq": 1, "metrics": {"temp": 21.5, "hum": 3}})
+    _apply(state, "presence", "d1", {"online": True, "at": 1500})
+    row = state.device_row("d1", now_ms=3000)
+    assert row["online"] is True
+    assert row["last_seen"] == 2000
+    assert row["values"] == {"temp": 21.5, "hum": 3}
+    assert row["rate"] == round(2 / 60, 3)
+    assert row["spark"] == [[1000, 20.0], [2000, 21.5]]
+    assert state.device_row("nobody", 0)["online"] is None
+
+
+def test_dead_letters_and_their_audit_disposition() -> None:
+    state = FleetState()
+    headers = [("mqtt_topic", b"devices/d1/telemetry"), ("error", b"not_json"),
+               ("error_detail", b"bad"), ("received_at", b"1234")]  # fmt: skip
+    _apply(state, "dlq", "d1", None, offset=7, headers=headers, raw=b"<oops")
+    view = letter_view(state.dlq["0-7"])
+    assert (view["code"], view["device"], view["received_at"]) == ("not_json", "d1", 1234)
+    assert view["payload"] == "<oops"
+    assert view["status"] == "new"
+    _apply(state, "audit", "0-7", {"action": "dlq.replay", "ref": "0-7", "actor": "svc/o"})
+    assert letter_view(state.dlq["0-7"])["status"] == "replayed"
+    # a disposition read before its letter (audit partition ahead) still applies
+    _apply(state, "audit", "0-8", {"action": "dlq.discard", "ref": "0-8", "actor": "svc/o"})
+    _apply(state, "dlq", "d1", None, offset=8, headers=headers, raw=b"x")
+    assert state.dlq["0-8"].status == "discarded"
+
+
+def test_command_status_history_and_replies() -> None:
+    state = FleetState()
+    for st in ("accepted", "sent", "sent", "succeeded"):
+        doc = {"command_id": "c1", "state": st, "device_id": "d1", "at": 10,
+               "command": {"name": "reboot", "args": {}}}  # fmt: skip
+        _apply(state, "status", "c1", doc)
+    _apply(state, "replies", "d1", {"command_id": "c1", "match": "matched", "status": "ok"})
+    entry = state.commands["c1"]
+    assert [s["state"] for s in entry["states"]] == ["accepted", "sent", "succeeded"]
+    assert entry["state"] == "succeeded"
+    assert entry["name"] == "reboot"
+    assert entry["replies"] == [{"match": "matched", "status": "ok"}]
+    assert state.final_counts == {"succeeded": 1}

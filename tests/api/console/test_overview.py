@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from api.console.overview import History, Sample, by_label, parse_prometheus, point, total
+
+BRIDGE_1 = """# HELP iot_bridge_received_total MQTT messages received, by channel
+# TYPE iot_bridge_received_total counter
+iot_bridge_received_total{channel="telemetry"} 100.0
+iot_bridge_received_total{channel="events"} 20.0
+iot_bridge_produced_total{kind="telemetry"} 110.0
+iot_bridge_dlq_total{code="not_json"} 4.0
+iot_bridge_produce_latency_seconds_count 100.0
+iot_bridge_produce_latency_seconds_sum 2.0
+"""
+BRIDGE_2 = (
+    BRIDGE_1.replace("} 100.0", "} 300.0")
+    .replace('"} 110.0', '"} 306.0')
+    .replace('"not_json"} 4.0', '"not_json"} 14.0')
+)
+
+
+def test_parse_prometheus_drops_total_suffix_and_reads_labels() -> None:
+    m = parse_prometheus(BRIDGE_1)
+    assert total(m, "iot_bridge_received") == 120.0
+    assert total(m, "iot_bridge_received", channel="events") == 20.0
+    assert by_label(m, "iot_bridge_dlq", "code") == {"not_json": 4.0}
+    assert parse_prometheus('garbage line\nx{a="1"} nan-ish') == {}
+
+
+def test_rates_between_two_samples() -> None:
+    first = Sample(10.0, {"bridge": True}, {"bridge": parse_prometheus(BRIDGE_1)}, http_in=5)
+    second = Sample(12.0, {"bridge": True}, {"bridge": parse_prometheus(BRIDGE_2)}, http_in=9,
+                    command_states={"succeeded": 4})  # fmt: skip
+    p = point(first, second)
+    assert p["mqtt_in"] == 100.0  # (320 - 120) / 2 s
+    assert p["kafka_out"] == 98.0  # (306 - 110) / 2 s
+    assert p["http_in"] == 2.0
+    assert p["dlq"] == {"not_json": 5.0}
+    assert p["bridge_pending"] == 0.0  # 320 received - 306 produced - 14 dead letters
+    assert p["commands"]["succeeded"] == 2.0
+
+
+def test_a_restarted_service_never_gives_negative_rates() -> None:
+    first = Sample(10.0, {}, {"bridge": parse_prometheus(BRIDGE_2)})
+    second = Sample(11.0, {}, {"bridge": parse_prometheus(BRIDGE_1)})
+    assert point(first, second)["mqtt_in"] == 0.0
+
+
+def test_history_is_bounded() -> None:
+    history = History(size=3)
+    for i in range(5):
+        history.add(Sample(float(i), {"bridge": False}, {}))
+    assert [p["at"] for p in history.points()] == [2.0, 3.0, 4.0]
+    assert history.points()[-1]["bridge_pending"] is None  # no metrics: unknown, not zero
