@@ -65,7 +65,13 @@ def test_parse_tenant_topic(topic: str, expected: tuple[str, str, Channel] | Non
     if expected is None:
         assert cached is None
     else:
-        assert cached == (expected[1], expected[2], expected[1].encode(), topic.encode(), expected[0])
+        assert cached == (
+            expected[1],
+            expected[2],
+            expected[1].encode(),
+            topic.encode(),
+            expected[0],
+        )
 
 
 def test_tenant_kafka_topic_and_root() -> None:
