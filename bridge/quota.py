@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
 _ONE = 1.0 - 1e-9  # refills add up float steps (0.05 s * 10/s twice is 0.999...)
 
 
