@@ -116,7 +116,7 @@ def test_tenant_records_go_to_the_tenants_topics_once_ready(
 ) -> None:
     bridge, producer, sub = rig
     asked: list[str] = []
-    bridge.request_tenant = asked.append  # type: ignore[method-assign]
+    bridge.request_tenant = asked.append  # type: ignore[method-assign,assignment]
     bridge.on_publish(TENANT_TOPIC, GOOD, 1, 1, False)
     bridge.on_publish(TENANT_TOPIC, GOOD, 1, 2, False)
     # topics not checked yet: default DLQ, coded, asked for once

@@ -135,16 +135,16 @@ def test_same_named_devices_of_two_tenants_land_apart_and_quota_bites_only_its_t
     assert sorted(orjson.loads(r.value)["seq"] for r in default_tel) == list(range(sent))
     assert sorted(orjson.loads(r.value)["seq"] for r in beta_tel) == list(range(sent))
     # acme: 2 msgs/s with one second of burst; the rest are coded dead letters in acme's DLQ
-    acme = consume(
+    acme_records = consume(
         fleet.store.bootstrap,
         [tenant_kafka_topic(tel, "acme"), tenant_kafka_topic(dlq, "acme")],
         until=lambda rs: len(rs) >= sent,
         timeout=30,
     )
-    _only_from(acme, "tenants/acme/devices/pump-1/", "acme")
-    acme_tel = [r for r in acme if r.topic == tenant_kafka_topic(tel, "acme")]
-    acme_dlq = [r for r in acme if r.topic == tenant_kafka_topic(dlq, "acme")]
-    assert len(acme) == sent
+    _only_from(acme_records, "tenants/acme/devices/pump-1/", "acme")
+    acme_tel = [r for r in acme_records if r.topic == tenant_kafka_topic(tel, "acme")]
+    acme_dlq = [r for r in acme_records if r.topic == tenant_kafka_topic(dlq, "acme")]
+    assert len(acme_records) == sent
     assert 2 <= len(acme_tel) <= 2 + 2 * took["acme"] + 1, (len(acme_tel), took)
     assert {r.headers["error"] for r in acme_dlq} == {b"quota_exceeded"}
     # the other tenants' messages were never dead-lettered, nor anyone's in the default DLQ

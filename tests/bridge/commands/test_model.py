@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given
@@ -213,7 +214,7 @@ def test_state_machine_happy_paths_and_forbidden_moves() -> None:
 def test_the_sender_tenant_comes_from_the_header_and_the_value_may_not_name_another() -> None:
     doc = {"command_id": "c-1", "name": "reboot"}
 
-    def with_tenant(value: dict[str, object], tenant: str | None) -> Command | Rejection:
+    def with_tenant(value: Mapping[str, object], tenant: str | None) -> Command | Rejection:
         return parse_command(
             b"pump-1", json.dumps(value).encode(), timestamp_ms=1, defaults=DEFAULTS, tenant=tenant
         )
