@@ -92,6 +92,8 @@ class TenantWatch:
         missing = (set(registry_tenants) | wanted) - self._ready
         if missing:
             self._ready |= self._ensure_topics(sorted(missing))
+            with self._lock:  # a tenant whose topics could not be made: try again next round
+                self._wanted |= wanted - self._ready
         rates: dict[str, float | None] = dict(self.static_rates)
         rates.update(registry_tenants)
         self.publish(frozenset(self._ready), rates)
