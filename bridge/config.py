@@ -18,6 +18,7 @@ from typing import Any
 
 from appconfig import settings as appsettings
 from bridge.errors import ConfigError
+from bridge.quota import parse_rates
 
 ENV_PREFIX = appsettings.ENV_PREFIX
 
@@ -107,6 +108,21 @@ class BridgeConfig:
     )
     topic_commands_dlq: str = _setting(
         "iot.commands.dlq", "Kafka topic for commands that expired or ran out of attempts."
+    )
+
+    # --- Tenants (docs/security.md) --------------------------------------------------------------
+    registry_topic: str = _setting(
+        "",
+        "The registry's compacted Kafka topic (iot.registry) to read tenants and their msgs/s "
+        "quotas from; empty: no registry (only tenant_quotas apply).",
+    )
+    tenant_quotas: str = _setting(
+        "",
+        "Static per-tenant message-rate quotas, tenant=msgs_per_s,...; the registry's quota "
+        "wins for a tenant it knows.",
+    )
+    tenant_refresh_s: float = _setting(
+        5.0, "How often (seconds) the bridge re-reads the registry's tenants and quotas."
     )
 
     # --- Limits and back-pressure --------------------------------------------------------------
@@ -224,6 +240,15 @@ class BridgeConfig:
             "topic_commands_dlq",
         ):
             need(bool(_TOPIC_RE.match(getattr(self, name))), f"{name} is not a valid Kafka topic")
+        need(
+            self.registry_topic == "" or bool(_TOPIC_RE.match(self.registry_topic)),
+            "registry_topic is not a valid Kafka topic",
+        )
+        try:
+            parse_rates(self.tenant_quotas)
+        except ValueError as exc:
+            problems.append(f"tenant_quotas: {exc}")
+        need(self.tenant_refresh_s > 0, "tenant_refresh_s must be > 0")
         need(self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1")
         need(self.pending_max_messages >= 1, "pending_max_messages must be >= 1")
         need(
@@ -279,7 +304,14 @@ class BridgeConfig:
     @property
     def mqtt_subscriptions(self) -> tuple[str, ...]:
         """The MQTT topic filters the telemetry path subscribes to."""
-        filters = ("devices/+/telemetry", "devices/+/events", "devices/+/status")
+        filters = (
+            "devices/+/telemetry",
+            "devices/+/events",
+            "devices/+/status",
+            "tenants/+/devices/+/telemetry",
+            "tenants/+/devices/+/events",
+            "tenants/+/devices/+/status",
+        )
         if self.mqtt_share_group:
             return tuple(f"$share/{self.mqtt_share_group}/{f}" for f in filters)
         return filters

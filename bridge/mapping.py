@@ -4,7 +4,13 @@ Errors are data: :func:`map_message` never raises for bad input; it returns a
 :class:`KafkaRecord` for the DLQ with an error code. Codes (``ErrorCode``):
 
 ``bad_topic``, ``oversized``, ``not_json``, ``non_finite``, ``not_object``, ``missing_field``,
-``wrong_type``, ``device_mismatch``, ``bad_status``.
+``wrong_type``, ``device_mismatch``, ``bad_status``; and from the pipeline ``quota_exceeded``
+(the tenant's messages/s quota) and ``tenant_not_ready`` (its Kafka topics not yet checked).
+
+Tenants: a default-tenant record is exactly as before (design.md's topics and headers). A
+record of tenant ``t`` (topic root ``tenants/{t}/``) goes to ``t``'s own topics
+(:func:`bridge.topics.tenant_kafka_topic`: ``iot.t.telemetry``, ``iot.t.dlq``, ...) and carries
+the header ``tenant``; its key and value are as for the default tenant.
 """
 
 from __future__ import annotations
@@ -13,11 +19,18 @@ import json
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Final
 
 import orjson
 
-from bridge.topics import Channel, device_id_hint, parse_device_topic_cached
+from bridge.topics import (
+    DEFAULT_TENANT,
+    Channel,
+    device_id_hint,
+    parse_device_topic_cached,
+    tenant_kafka_topic,
+)
 
 
 class ErrorCode(StrEnum):
@@ -32,6 +45,8 @@ class ErrorCode(StrEnum):
     WRONG_TYPE = "wrong_type"
     DEVICE_MISMATCH = "device_mismatch"
     BAD_STATUS = "bad_status"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    TENANT_NOT_READY = "tenant_not_ready"
 
 
 Headers = list[tuple[str, bytes]]
@@ -46,6 +61,17 @@ class Topics:
     dlq: str = "iot.dlq"
     presence: str = "iot.presence"
 
+    def all(self) -> tuple[str, str, str, str]:
+        return (self.telemetry, self.events, self.dlq, self.presence)
+
+
+@lru_cache(maxsize=4096)
+def tenant_topics(base: Topics, tenant: str) -> Topics:
+    """The Kafka topics of ``tenant`` (``base`` itself for the default tenant)."""
+    if tenant == DEFAULT_TENANT:
+        return base
+    return Topics(*(tenant_kafka_topic(name, tenant) for name in base.all()))
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaRecord:
@@ -57,6 +83,7 @@ class KafkaRecord:
     headers: Headers
     error: ErrorCode | None = None
     detail: str = ""
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +187,7 @@ def map_message(
 ) -> KafkaRecord:
     """Map one MQTT message to the Kafka record to produce (a DLQ record when rejected).
 
+    ``topics`` are the default tenant's; another tenant's record goes to its own topics.
     Never raises for any ``topic``/``payload``.
     """
     received = str(received_at_ms).encode()
@@ -174,7 +202,58 @@ def map_message(
             None if hint is None else hint.encode(),
             rejection=Rejection(ErrorCode.BAD_TOPIC, "topic is not devices/{device_id}/{channel}"),
         )
-    device_id, channel, key, topic_bytes = parsed
+    tenant = parsed[4]
+    if tenant != DEFAULT_TENANT:
+        rec = _map_parsed(
+            topic,
+            payload,
+            parsed,
+            qos=qos,
+            received_at_ms=received_at_ms,
+            received=received,
+            topics=tenant_topics(topics, tenant),
+            max_payload_bytes=max_payload_bytes,
+        )
+        return with_tenant(rec, tenant)
+    return _map_parsed(
+        topic,
+        payload,
+        parsed,
+        qos=qos,
+        received_at_ms=received_at_ms,
+        received=received,
+        topics=topics,
+        max_payload_bytes=max_payload_bytes,
+    )
+
+
+def with_tenant(rec: KafkaRecord, tenant: str) -> KafkaRecord:
+    """``rec`` marked as ``tenant``'s: the ``tenant`` header (none for the default tenant)."""
+    if tenant == DEFAULT_TENANT:
+        return rec
+    return KafkaRecord(
+        rec.topic,
+        rec.key,
+        rec.value,
+        [*rec.headers, ("tenant", tenant.encode())],
+        rec.error,
+        rec.detail,
+        tenant,
+    )
+
+
+def _map_parsed(
+    topic: str,
+    payload: bytes,
+    parsed: tuple[str, Channel, bytes, bytes, str],
+    *,
+    qos: int,
+    received_at_ms: int,
+    received: bytes,
+    topics: Topics,
+    max_payload_bytes: int,
+) -> KafkaRecord:
+    device_id, channel, key, topic_bytes, _tenant = parsed
     if len(payload) > max_payload_bytes:
         return dlq_record(
             topics,
@@ -243,18 +322,23 @@ def dlq_record(
     key: bytes | None,
     *,
     rejection: Rejection,
+    tenant: str = DEFAULT_TENANT,
 ) -> KafkaRecord:
-    """The DLQ record for a rejected message: original bytes, error headers."""
-    return KafkaRecord(
-        topics.dlq,
-        key,
-        payload,
-        [
-            ("mqtt_topic", mqtt_topic.encode("utf-8", "replace")),
-            ("error", rejection.code.value.encode()),
-            ("error_detail", rejection.detail.encode("utf-8", "replace")),
-            ("received_at", received),
-        ],
-        rejection.code,
-        rejection.detail,
+    """The DLQ record for a rejected message: original bytes, error headers (and ``tenant``
+    for another tenant than the default: its own DLQ when ``topics`` are its topics)."""
+    return with_tenant(
+        KafkaRecord(
+            topics.dlq,
+            key,
+            payload,
+            [
+                ("mqtt_topic", mqtt_topic.encode("utf-8", "replace")),
+                ("error", rejection.code.value.encode()),
+                ("error_detail", rejection.detail.encode("utf-8", "replace")),
+                ("received_at", received),
+            ],
+            rejection.code,
+            rejection.detail,
+        ),
+        tenant,
     )

@@ -21,10 +21,20 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from bridge.config import BridgeConfig
-from bridge.mapping import KafkaRecord, Topics, map_message
+from bridge.mapping import (
+    ErrorCode,
+    KafkaRecord,
+    Rejection,
+    Topics,
+    dlq_record,
+    map_message,
+    tenant_topics,
+)
 from bridge.mqtt_client import Subscriber
 from bridge.pending import AckWindow, Entry
+from bridge.quota import TenantQuotas, parse_rates
 from bridge.stats import BridgeStats
+from bridge.topics import DEFAULT_TENANT, device_id_hint, parse_device_topic_cached
 
 __all__ = ["FATAL_DELIVERY_CODES", "TelemetryPipeline"]
 
@@ -47,6 +57,11 @@ _FAST_TICK_S = 0.001
 _IDLE_TICK_S = 0.1
 
 
+def _tenant_of(topic: str) -> str:
+    parsed = parse_device_topic_cached(topic)
+    return DEFAULT_TENANT if parsed is None else parsed[4]
+
+
 class TelemetryPipeline:
     """The pipeline's state and its event-loop callbacks (the :class:`PublishSink` of the
     subscriber, the tick that polls the producer)."""
@@ -67,6 +82,11 @@ class TelemetryPipeline:
             config.topic_dlq: "dlq",
             config.topic_presence: "presence",
         }
+        self.quotas = TenantQuotas()
+        self.quotas.set_rates(parse_rates(config.tenant_quotas), time.monotonic())
+        # tenants whose Kafka topics exist (bridge.tenant_watch checks them off the loop)
+        self.ready_tenants: frozenset[str] = frozenset({DEFAULT_TENANT})
+        self._tenants_requested: set[str] = set()
         self.kafka_ok = False
         self.subscriber: Subscriber | None = None
         self._producer: Any = None
@@ -93,21 +113,30 @@ class TelemetryPipeline:
 
     def on_publish(self, topic: str, payload: bytes, qos: int, packet_id: int, dup: bool) -> None:
         stats = self.stats
-        rec = map_message(
-            topic,
-            payload,
-            qos,
-            time.time_ns() // 1_000_000,
-            topics=self.topics,
-            max_payload_bytes=self.config.max_payload_bytes,
-        )
+        now_ms = time.time_ns() // 1_000_000
+        if self.quotas.buckets and not self.quotas.allow(_tenant_of(topic), time.monotonic()):
+            rec = self._over_quota(topic, payload, now_ms)
+        else:
+            rec = map_message(
+                topic,
+                payload,
+                qos,
+                now_ms,
+                topics=self.topics,
+                max_payload_bytes=self.config.max_payload_bytes,
+            )
+        tenant = rec.tenant
+        if tenant not in self.ready_tenants:
+            rec = self._not_ready(rec, topic, payload, now_ms)
         channel = topic.rsplit("/", 1)[-1]
         stats.received[channel] += 1
+        stats.tenant_received[tenant] += 1
         stats.received_bytes += len(payload)
         if dup:
             stats.redelivered += 1
         if rec.error is not None:
             stats.dlq[rec.error.value] += 1
+            stats.tenant_dlq[tenant, rec.error.value] += 1
             log.debug("DLQ %s %s: %s", rec.error.value, topic, rec.detail)
         sub = self.subscriber
         entry = Entry(
@@ -135,6 +164,60 @@ class TelemetryPipeline:
             or window.bytes >= self.config.pending_max_bytes - self.config.max_payload_bytes
         ):
             self._pause()
+
+    # --- tenants ------------------------------------------------------------------------------
+
+    def _over_quota(self, topic: str, payload: bytes, now_ms: int) -> KafkaRecord:
+        """The tenant's DLQ record ``quota_exceeded`` (no parsing: rejecting must stay cheap)."""
+        tenant = _tenant_of(topic)
+        hint = device_id_hint(topic)
+        rate = self.quotas.buckets[tenant].rate
+        return dlq_record(
+            tenant_topics(self.topics, tenant),
+            topic,
+            payload,
+            str(now_ms).encode(),
+            None if hint is None else hint.encode(),
+            rejection=Rejection(
+                ErrorCode.QUOTA_EXCEEDED, f"tenant {tenant!r} over its quota of {rate:g} msgs/s"
+            ),
+            tenant=tenant,
+        )
+
+    def _not_ready(self, rec: KafkaRecord, topic: str, payload: bytes, now_ms: int) -> KafkaRecord:
+        """A tenant met before its Kafka topics were checked: the message goes to the default
+        DLQ as ``tenant_not_ready`` (acknowledged, kept) while the watcher checks them."""
+        tenant = rec.tenant
+        if tenant not in self._tenants_requested:
+            self._tenants_requested.add(tenant)
+            self.request_tenant(tenant)
+        return dlq_record(
+            self.topics,
+            topic,
+            payload,
+            str(now_ms).encode(),
+            rec.key,
+            rejection=Rejection(
+                ErrorCode.TENANT_NOT_READY, f"Kafka topics of tenant {tenant!r} not checked yet"
+            ),
+            tenant=tenant,
+        )
+
+    def request_tenant(self, tenant: str) -> None:
+        """Ask for ``tenant``'s topics to be checked (the service wires the watcher in)."""
+
+    def apply_tenants(self, ready: frozenset[str], rates: dict[str, float | None]) -> None:
+        """The watcher's news (on the loop): tenants whose topics exist, current quotas."""
+        for tenant in ready - self.ready_tenants:
+            for kind, name in zip(
+                ("telemetry", "events", "dlq", "presence"),
+                tenant_topics(self.topics, tenant).all(),
+                strict=True,
+            ):
+                self._kinds[name] = kind
+        self.ready_tenants = ready | {DEFAULT_TENANT}
+        self._tenants_requested -= ready
+        self.quotas.set_rates(rates, time.monotonic())
 
     def _pause(self) -> None:
         if not self._paused:

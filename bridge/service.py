@@ -18,10 +18,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from bridge.config import BridgeConfig
 from bridge.errors import FatalKafkaError
-from bridge.kafka_settings import producer_config
+from bridge.kafka_settings import consumer_security, producer_config
 from bridge.mqtt_client import MqttConnectRefusedError, Subscriber
 from bridge.mqtt_settings import mqtt_session_settings
 from bridge.pipeline import FATAL_DELIVERY_CODES, TelemetryPipeline
+from bridge.quota import parse_rates
+from bridge.tenant_watch import TenantWatch
 
 __all__ = ["TelemetryBridge"]
 
@@ -37,6 +39,7 @@ class TelemetryBridge(TelemetryPipeline):
         super().__init__(config)
         self.started = False
         self._poll_thread: threading.Thread | None = None
+        self._tenant_watch: TenantWatch | None = None
 
     # --- status ------------------------------------------------------------------------------
 
@@ -105,6 +108,10 @@ class TelemetryBridge(TelemetryPipeline):
             "iot_bridge_ready": ("1 while ready", 1.0 if self.ready else 0.0),
         }
 
+    def request_tenant(self, tenant: str) -> None:
+        if self._tenant_watch is not None:
+            self._tenant_watch.request(tenant)
+
     def mqtt_errors(self) -> dict[str, int]:
         return dict(self.subscriber.errors) if self.subscriber is not None else {}
 
@@ -131,6 +138,23 @@ class TelemetryBridge(TelemetryPipeline):
             return 1
         if self._stop_requested.is_set():
             return 0
+        watch = self._tenant_watch = TenantWatch(
+            bootstrap=cfg.kafka_bootstrap,
+            base=self.topics,
+            static_rates=parse_rates(cfg.tenant_quotas),
+            registry_topic=cfg.registry_topic,
+            refresh_s=cfg.tenant_refresh_s,
+            publish=lambda ready, rates: loop.call_soon_threadsafe(
+                self.apply_tenants, ready, rates
+            ),
+            admin_config=consumer_security(cfg),
+        )
+        # the registry's tenants (topics checked, quotas known) before the first message
+        try:
+            await asyncio.to_thread(watch.refresh)
+        except KafkaException as exc:
+            log.error("tenant check failed (%s); the watcher retries", exc)
+        watch.start()
         self._poll_thread = threading.Thread(
             target=self._health_loop, name="kafka-health", daemon=True
         )
@@ -238,6 +262,8 @@ class TelemetryBridge(TelemetryPipeline):
         if sub is not None:
             await sub.stop()  # DISCONNECT normal: the session and its queue stay
         self._poll_stop.set()
+        if self._tenant_watch is not None:
+            await asyncio.to_thread(self._tenant_watch.stop)
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         if self._poll_thread is not None:

@@ -61,6 +61,8 @@ class BridgeStats:
         self.kafka_errors: Counter[str] = Counter()  # by librdkafka error name
         self.latency = LatencyHistogram()
         self.paused = 0  # times reading was paused for back-pressure
+        self.tenant_received: Counter[str] = Counter()  # by tenant
+        self.tenant_dlq: Counter[tuple[str, str]] = Counter()  # by (tenant, error code)
 
 
 class BridgeCollector(Collector):
@@ -129,6 +131,23 @@ class BridgeCollector(Collector):
             "Times the bridge stopped reading from Mosquitto because the pending bound was hit",
             value=s.paused,
         )
+        tenants = CounterMetricFamily(
+            "iot_bridge_tenant_received",
+            "MQTT messages received, by tenant (from the topic root the device's login allows)",
+            labels=["tenant"],
+        )
+        for tenant, n in sorted(s.tenant_received.items()):
+            tenants.add_metric([tenant], n)
+        yield tenants
+        tenant_dlq = CounterMetricFamily(
+            "iot_bridge_tenant_dlq",
+            "Messages sent to a DLQ, by tenant and error code (quota_exceeded: over the "
+            "tenant's msgs/s quota)",
+            labels=["tenant", "code"],
+        )
+        for (tenant, code), n in sorted(s.tenant_dlq.items()):
+            tenant_dlq.add_metric([tenant, code], n)
+        yield tenant_dlq
         buckets, total = s.latency.snapshot()
         yield HistogramMetricFamily(
             "iot_bridge_produce_latency_seconds",

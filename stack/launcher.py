@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from device_sim.spec import FleetSpec
+from registry.kafka_store import REGISTRY_TOPIC
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.errors import StackError
@@ -168,6 +169,8 @@ class Stack:
                 # separate: the `commands` service runs it; inline: a thread of this process
                 "IOT_COMMANDS_ENABLED": "1" if cfg.commands_mode == "inline" else "0",
             }
+            # tenants' msgs/s quotas come from the registry (none without authentication)
+            | ({} if cfg.insecure_anonymous else {"IOT_REGISTRY_TOPIC": REGISTRY_TOPIC})
         )
         return AppService(
             cfg,

@@ -11,6 +11,7 @@ from typing import Any
 from bridge.commands.mapping import Reply
 from bridge.commands.model import Command, Source
 from bridge.commands.status import StatusRecord
+from bridge.topics import DEFAULT_TENANT
 
 __all__ = [
     "DUPLICATE",
@@ -110,4 +111,6 @@ def reply_record(reply: Reply, now: int, match: str, attempt: int | None) -> Rep
     }
     if reply.ok is None:
         record["raw"] = reply.raw.decode("utf-8", errors="replace")
+    if reply.tenant != DEFAULT_TENANT:
+        record["tenant"] = reply.tenant
     return ReplyAction(reply.device_id, record)

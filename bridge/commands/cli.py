@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--no-reply", action="store_true", help="the device sends no reply")
     send.add_argument("--id", default=None, help="command id (default: a new random id)")
     send.add_argument(
+        "--tenant",
+        default=None,
+        help="the sender's tenant: the command reaches only that tenant's devices "
+        "(default: the default tenant)",
+    )
+    send.add_argument(
         "--wait", action="store_true", help="follow the status until it is final; exit code says it"
     )
     send.add_argument(
@@ -189,6 +195,7 @@ def _cmd_send(ns: argparse.Namespace) -> int:
             max_attempts=ns.attempts,
             reply_expected=not ns.no_reply,
             ttl_ms=ttl_ms,
+            tenant=ns.tenant,
         )
         if status_tail is None or reply_tail is None:
             print(cid)

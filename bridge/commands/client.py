@@ -207,8 +207,10 @@ class CommandClient:
         reply_expected: bool = True,
         ttl_ms: int | None = None,
         flush: bool = True,
+        tenant: str | None = None,
     ) -> str:
-        """Write one command (key: device id or ``group:{name}``); return its id."""
+        """Write one command (key: device id or ``group:{name}``); return its id. ``tenant``:
+        the sender's tenant, as the ``tenant`` header (none: the default tenant)."""
         cid = command_id or new_command_id()
         doc = command_record(
             cid,
@@ -219,10 +221,20 @@ class CommandClient:
             reply_expected=reply_expected,
             ttl_ms=ttl_ms,
         )
-        self.send_raw(key.encode(), orjson.dumps(doc), flush=flush)
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            None if tenant is None else [("tenant", tenant.encode())]
+        )
+        self.send_raw(key.encode(), orjson.dumps(doc), flush=flush, headers=headers)
         return cid
 
-    def send_raw(self, key: bytes | None, value: bytes | None, *, flush: bool = True) -> None:
+    def send_raw(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        flush: bool = True,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
         """Write any record to ``iot.commands`` (also a malformed one)."""
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
@@ -232,7 +244,11 @@ class CommandClient:
         while True:
             try:
                 self._producer.produce(
-                    self.topic_commands, value=value, key=key, on_delivery=delivered
+                    self.topic_commands,
+                    value=value,
+                    key=key,
+                    on_delivery=delivered,
+                    headers=headers or [],
                 )
                 break
             except BufferError:

@@ -78,6 +78,7 @@ class CommandConsumer:
                 defaults=self._defaults,
                 source=source,
                 topic=msg.topic() or self.config.topic_commands,
+                tenant=_tenant_header(msg.headers()),
             )
             records.append((source, parsed))
         return records
@@ -133,3 +134,17 @@ class CommandConsumer:
         log.info("command partitions revoked: %s", sorted(revoked))
         self.offsets.revoke(revoked)
         self._on_revoke(revoked)
+
+
+def _tenant_header(
+    headers: dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None,
+) -> str | None:
+    """The sender's tenant stamped by the writer (iot-api, ``iot-cmd send --tenant``); the last
+    ``tenant`` header wins, an unreadable one is no tenant id (refused as ``bad_tenant``)."""
+    items = headers.items() if isinstance(headers, dict) else headers or ()
+    tenant = None
+    for name, value in items:
+        if name == "tenant":
+            raw = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            tenant = raw or ""
+    return tenant

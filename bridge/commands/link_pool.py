@@ -16,7 +16,7 @@ import select
 import time
 import zlib
 
-from bridge.commands.mapping import REPLY_SUBSCRIPTION
+from bridge.commands.mapping import REPLY_SUBSCRIPTIONS
 from bridge.commands.model import CommandPathError
 from bridge.commands.mqtt_link import CommandLink, LinkEvent, LinkLostError, Puback
 from bridge.config import BridgeConfig
@@ -43,7 +43,7 @@ class LinkPool:
         host: str,
         port: int,
         client_id: str,
-        subscription: str,
+        subscription: str | tuple[str, ...],
         keepalive: int,
         session_expiry: int,
         receive_maximum: int,
@@ -188,7 +188,7 @@ def connect_pool(cfg: BridgeConfig) -> tuple[LinkPool, list[LinkEvent]]:
     """The command path's pool, connected; and the events of its first connections."""
     link = LinkPool(
         client_id=cfg.command_mqtt_client_id,
-        subscription=REPLY_SUBSCRIPTION,
+        subscription=REPLY_SUBSCRIPTIONS,
         publishers=cfg.command_mqtt_publishers,
         **mqtt_session_settings(cfg),
     )

@@ -13,30 +13,37 @@ from typing import Any
 import orjson
 
 from bridge.commands.model import DEVICE_ID_RE, Command
+from bridge.topics import DEFAULT_TENANT, TENANT_RE, tenant_mqtt_root
 
 __all__ = [
     "REPLY_SUBSCRIPTION",
+    "REPLY_SUBSCRIPTIONS",
     "CommandPublish",
     "Reply",
     "build_publish",
     "command_topic",
     "parse_reply",
     "parse_reply_topic",
+    "parse_tenant_reply_topic",
     "reply_topic",
 ]
 
 #: What the bridge subscribes to for replies.
 REPLY_SUBSCRIPTION = "devices/+/replies/+"
+#: ... and every other tenant's devices' replies (tenant roots, docs/security.md)
+REPLY_SUBSCRIPTIONS = (REPLY_SUBSCRIPTION, "tenants/+/devices/+/replies/+")
 
 
 def command_topic(command: Command) -> str:
+    """Under the command's tenant's root only: a command never reaches another tenant."""
+    root = tenant_mqtt_root(command.tenant)
     if command.target.group is not None:
-        return f"groups/{command.target.group}/commands/{command.name}"
-    return f"devices/{command.target.device_id}/commands/{command.name}"
+        return f"{root}groups/{command.target.group}/commands/{command.name}"
+    return f"{root}devices/{command.target.device_id}/commands/{command.name}"
 
 
-def reply_topic(device_id: str, command_id: str) -> str:
-    return f"devices/{device_id}/replies/{command_id}"
+def reply_topic(device_id: str, command_id: str, tenant: str = DEFAULT_TENANT) -> str:
+    return f"{tenant_mqtt_root(tenant)}devices/{device_id}/replies/{command_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +73,7 @@ def build_publish(command: Command, attempt: int, now_ms: int) -> CommandPublish
     response = (
         None
         if command.target.device_id is None
-        else reply_topic(command.target.device_id, command.command_id)
+        else reply_topic(command.target.device_id, command.command_id, command.tenant)
     )
     return CommandPublish(
         topic=command_topic(command),
@@ -90,6 +97,18 @@ def parse_reply_topic(topic: str) -> tuple[str, str] | None:
     return device_id, command_id
 
 
+def parse_tenant_reply_topic(topic: str) -> tuple[str, str, str] | None:
+    """``[tenants/{t}/]devices/{id}/replies/{command_id}`` -> ``(tenant, id, command_id)``."""
+    if not topic.startswith("tenants/"):
+        ids = parse_reply_topic(topic)
+        return None if ids is None else (DEFAULT_TENANT, *ids)
+    _, tenant, rest = topic.split("/", 2)
+    ids = parse_reply_topic(rest)
+    if ids is None or tenant == DEFAULT_TENANT or TENANT_RE.fullmatch(tenant) is None:
+        return None
+    return (tenant, *ids)
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A device's reply. ``ok`` is ``None`` when the payload could not be read."""
@@ -100,17 +119,26 @@ class Reply:
     result: Any
     error: str | None
     raw: bytes
+    tenant: str = DEFAULT_TENANT
 
 
-def parse_reply(device_id: str, command_id: str, payload: bytes) -> Reply:
+def parse_reply(
+    device_id: str, command_id: str, payload: bytes, tenant: str = DEFAULT_TENANT
+) -> Reply:
     """Read a reply payload: ``{"status": "ok"|"error", "result": ...}``. Never raises."""
     try:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
-        return Reply(device_id, command_id, None, None, f"bad_json: {exc}", payload)
+        return Reply(device_id, command_id, None, None, f"bad_json: {exc}", payload, tenant)
     if not isinstance(doc, dict) or doc.get("status") not in ("ok", "error"):
         return Reply(
-            device_id, command_id, None, None, "bad_reply: status must be ok or error", payload
+            device_id,
+            command_id,
+            None,
+            None,
+            "bad_reply: status must be ok or error",
+            payload,
+            tenant,
         )
     claimed = doc.get("command_id")
     if claimed is not None and claimed != command_id:
@@ -121,6 +149,7 @@ def parse_reply(device_id: str, command_id: str, payload: bytes) -> Reply:
             None,
             f"bad_reply: payload command_id {claimed!r} differs from the topic",
             payload,
+            tenant,
         )
     ok = doc["status"] == "ok"
     error = doc.get("error")
@@ -131,4 +160,5 @@ def parse_reply(device_id: str, command_id: str, payload: bytes) -> Reply:
         doc.get("result"),
         None if ok else (str(error) if error is not None else "error"),
         payload,
+        tenant,
     )

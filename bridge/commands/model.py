@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from bridge.errors import BridgeError
+from bridge.topics import DEFAULT_TENANT, TENANT_RE
 
 __all__ = [
     "DEVICE_ID_RE",
@@ -150,14 +151,17 @@ class Command:
     created_at: int
     ttl_ms: int
     ttl_from_accept: bool = False
+    #: whose device: the command is published only under this tenant's topic root
+    tenant: str = DEFAULT_TENANT
 
     @property
     def deadline(self) -> int:
         return self.created_at + self.ttl_ms
 
     def to_record(self) -> dict[str, Any]:
-        """The ``iot.commands`` value form (plus ``ttl_ms`` and ``created_at``)."""
-        return {
+        """The ``iot.commands`` value form (plus ``ttl_ms``, ``created_at``, and ``tenant``
+        unless it is the default tenant)."""
+        record = {
             "command_id": self.command_id,
             "name": self.name,
             "args": dict(self.args),
@@ -167,6 +171,9 @@ class Command:
             "ttl_ms": self.ttl_ms,
             "created_at": self.created_at,
         }
+        if self.tenant != DEFAULT_TENANT:
+            record["tenant"] = self.tenant
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +217,15 @@ def parse_command(
     defaults: CommandDefaults,
     source: Source | None = None,
     topic: str = "iot.commands",
+    tenant: str | None = None,
 ) -> Command | Rejection:
     """Validate one ``iot.commands`` record.
 
     ``timestamp_ms`` is the record's timestamp: the command's TTL runs from there unless the
-    value carries its own ``created_at``. Never raises on bad input.
+    value carries its own ``created_at``. ``tenant`` is the sender's tenant (the record's
+    ``tenant`` header, stamped by the writer from the sender's credentials; none = the default
+    tenant); a ``tenant`` in the value naming another one is refused (``tenant_mismatch``): a
+    sender reaches only its own tenant's devices. Never raises on bad input.
     """
     fallback = _fallback_id(source, topic)
     key_text: str | None
@@ -247,6 +258,15 @@ def parse_command(
     def reject(code: str, detail: str) -> Rejection:
         return Rejection(command_id, key_text, code, detail, value)
 
+    sender = DEFAULT_TENANT if tenant is None else tenant
+    if TENANT_RE.fullmatch(sender) is None:
+        return reject("bad_tenant", f"tenant header {sender[:40]!r} is not a tenant id")
+    claimed = doc.get("tenant", sender)
+    if claimed != sender:
+        return reject(
+            "tenant_mismatch",
+            f"a command of tenant {sender!r} cannot target tenant {str(claimed)[:40]!r}",
+        )
     if key_text is None:
         return reject("bad_key", "the record key (device id or group:{name}) is missing")
     target = parse_target(key_text)
@@ -301,4 +321,5 @@ def parse_command(
         created_at=created_at,
         ttl_ms=ttl_ms,
         ttl_from_accept=doc.get("ttl_ms") is None,
+        tenant=sender,
     )

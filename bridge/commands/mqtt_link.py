@@ -73,7 +73,7 @@ class CommandLink:
         host: str,
         port: int,
         client_id: str,
-        subscription: str | None,
+        subscription: str | tuple[str, ...] | None,
         keepalive: int,
         session_expiry: int,
         receive_maximum: int,
@@ -87,7 +87,7 @@ class CommandLink:
         self.index = index
         self.port = port
         self.client_id = client_id
-        self.subscription = subscription
+        self.subscription = (subscription,) if isinstance(subscription, str) else subscription
         self.keepalive = keepalive
         self.session_expiry = session_expiry
         self.receive_maximum = receive_maximum
@@ -148,10 +148,10 @@ class CommandLink:
                     raise CommandPathError(text)
                 raise LinkLostError(text)
             if self.subscription is not None:
-                sock.sendall(codec.encode_subscribe(1, (self.subscription,), qos=1))
+                sock.sendall(codec.encode_subscribe(1, self.subscription, qos=1))
                 suback = self._await(sock, codec.SUBACK, deadline, early)
                 reasons = codec.decode_suback(suback)[1]
-                if not reasons or reasons[0] >= 0x80:
+                if len(reasons) != len(self.subscription) or any(r >= 0x80 for r in reasons):
                     raise CommandPathError(
                         f"subscription to {self.subscription!r} refused: {reasons}"
                     )

@@ -33,7 +33,7 @@ from bridge.commands.actions import (
 )
 from bridge.commands.command_consumer import CommandConsumer
 from bridge.commands.link_pool import LinkPool, connect_pool
-from bridge.commands.mapping import parse_reply, parse_reply_topic
+from bridge.commands.mapping import parse_reply, parse_tenant_reply_topic
 from bridge.commands.model import (
     Command,
     CommandDefaults,
@@ -269,23 +269,24 @@ class CommandService:
             self._publisher.release_held()
 
     def _handle_reply(self, event: Incoming, now: int) -> None:
-        ids = parse_reply_topic(event.topic)
-        if ids is None:
+        parsed = parse_tenant_reply_topic(event.topic)
+        if parsed is None:
             log.warning("ignoring a reply on an unexpected topic %r", event.topic)
             self._ack_now(event)
             return
-        if self._tracker.state_of(ids[1]) is None and not self._owns_device(ids[0]):
+        tenant, device_id, command_id = parsed
+        if self._tracker.state_of(command_id) is None and not self._owns_device(device_id):
             # every instance receives every reply; the owner of the device's partition
             # records it (a command of ours would be known here)
             self.stats["foreign_replies"] += 1
             self._ack_now(event)
             return
-        reply = parse_reply(ids[0], ids[1], event.payload)
+        reply = parse_reply(device_id, command_id, event.payload, tenant)
         actions = self._tracker.on_reply(reply, now)
         self.stats["replies"] += 1
         if any(isinstance(a, ReplyAction) and a.record["match"] == "unknown" for a in actions):
             self.stats["unknown_replies"] += 1
-            log.info("reply for an unknown command %s from %s", ids[1], ids[0])
+            log.info("reply for an unknown command %s from %s", command_id, device_id)
         writes = sum(isinstance(a, StatusAction | ReplyAction | DeadLetterAction) for a in actions)
         if event.qos == 0 or writes == 0:
             self._execute(actions)

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from bridge.commands.model import FINAL_STATES, Command, Source, State, parse_target
+from bridge.topics import DEFAULT_TENANT
 
 __all__ = [
     "StatusRecord",
@@ -121,6 +122,7 @@ def command_from_status(status: StatusRecord) -> Command | None:
             reply_expected=bool(doc.get("reply_expected", True)),
             created_at=int(doc["created_at"]),
             ttl_ms=int(doc["ttl_ms"]),
+            tenant=str(doc.get("tenant", DEFAULT_TENANT)),
         )
     except (KeyError, ValueError, TypeError):
         return None

@@ -218,7 +218,9 @@ class Tracker:
                 match = DUPLICATE
             return [reply_record(reply, now, match, None)]
         command = entry.command
-        if command.target.device_id is not None and reply.device_id != command.target.device_id:
+        if reply.tenant != command.tenant or (
+            command.target.device_id is not None and reply.device_id != command.target.device_id
+        ):  # another tenant's device of the same name guessing a command id is no answer
             return [reply_record(reply, now, MISMATCH, entry.attempt)]
         if command.target.is_group:
             if reply.device_id in entry.replied:

@@ -89,10 +89,25 @@ def test_share_group_subscriptions() -> None:
         "devices/+/telemetry",
         "devices/+/events",
         "devices/+/status",
+        "tenants/+/devices/+/telemetry",
+        "tenants/+/devices/+/events",
+        "tenants/+/devices/+/status",
     )
-    assert BridgeConfig(mqtt_share_group="g").mqtt_subscriptions[0] == (
-        "$share/g/devices/+/telemetry"
-    )
+    shared = BridgeConfig(mqtt_share_group="g").mqtt_subscriptions
+    assert shared[0] == "$share/g/devices/+/telemetry"
+    assert shared[3] == "$share/g/tenants/+/devices/+/telemetry"
+
+
+def test_tenant_settings() -> None:
+    cfg = BridgeConfig.load([], {"IOT_TENANT_QUOTAS": "acme=5,beta=0.5"})
+    assert cfg.tenant_quotas == "acme=5,beta=0.5"
+    for bad in ("acme", "acme=0", "acme=-1", "=3", "acme=x"):
+        with pytest.raises(ConfigError, match="tenant_quotas"):
+            BridgeConfig(tenant_quotas=bad)
+    with pytest.raises(ConfigError, match="registry_topic"):
+        BridgeConfig(registry_topic="no spaces")
+    with pytest.raises(ConfigError, match="tenant_refresh_s"):
+        BridgeConfig(tenant_refresh_s=0)
 
 
 def test_kafka_extra_and_redaction() -> None:

@@ -231,3 +231,28 @@ def test_property_valid_telemetry_accepted(
     back = orjson.loads(rec.value)
     assert back["seq"] == seq
     assert all(math.isfinite(v) for v in back["metrics"].values())
+
+
+def test_tenant_records_go_to_the_tenants_topics_with_a_tenant_header() -> None:
+    good = orjson.dumps({"ts": 1, "seq": 0, "metrics": {"t": 1.5}})
+    default = m("devices/p-1/telemetry", good)
+    acme = m("tenants/acme/devices/p-1/telemetry", good)
+    assert (default.topic, default.tenant) == ("t.tel", "default")
+    assert "tenant" not in hdr(default)  # the default tenant's records are as they were
+    assert (acme.topic, acme.key, acme.value, acme.tenant) == ("t.acme.tel", b"p-1", good, "acme")
+    assert hdr(acme) == hdr(default) | {
+        "mqtt_topic": b"tenants/acme/devices/p-1/telemetry",
+        "tenant": b"acme",
+    }
+    assert m("tenants/acme/devices/p-1/events", b'{"ts":1,"seq":1,"type":"door"}').topic == (
+        "t.acme.ev"
+    )
+    pres = m("tenants/acme/devices/p-1/status", b"online")
+    assert (pres.topic, hdr(pres)["tenant"]) == ("t.acme.pres", b"acme")
+    bad = m("tenants/acme/devices/p-1/telemetry", b"{nope")
+    assert (bad.topic, bad.error, hdr(bad)["tenant"]) == ("t.acme.dlq", ErrorCode.NOT_JSON, b"acme")
+    # a root that names no tenant is a bad topic of nobody's: the default DLQ, no tenant header
+    for topic in ("tenants/default/devices/p-1/telemetry", "tenants/A!/devices/p-1/telemetry"):
+        rec = m(topic, good)
+        assert (rec.topic, rec.error, rec.tenant) == ("t.dlq", ErrorCode.BAD_TOPIC, "default")
+        assert "tenant" not in hdr(rec)

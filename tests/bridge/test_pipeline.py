@@ -106,3 +106,50 @@ def test_unknown_topic_delivery_error_is_fatal(
     assert sub.acks == []
     assert bridge._fatal is not None
     assert not bridge.ready
+
+
+TENANT_TOPIC = "tenants/acme/devices/a/telemetry"
+
+
+def test_tenant_records_go_to_the_tenants_topics_once_ready(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    asked: list[str] = []
+    bridge.request_tenant = asked.append  # type: ignore[method-assign,assignment]
+    bridge.on_publish(TENANT_TOPIC, GOOD, 1, 1, False)
+    bridge.on_publish(TENANT_TOPIC, GOOD, 1, 2, False)
+    # topics not checked yet: default DLQ, coded, asked for once
+    assert [q[0] for q in producer.queue] == ["iot.dlq", "iot.dlq"]
+    assert asked == ["acme"]
+    assert bridge.stats.tenant_dlq["acme", "tenant_not_ready"] == 2
+    bridge.apply_tenants(frozenset({"acme"}), {})
+    bridge.on_publish(TENANT_TOPIC, GOOD, 1, 3, False)
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 4, False)
+    assert [q[0] for q in producer.queue[2:]] == ["iot.acme.telemetry", "iot.telemetry"]
+    for i in range(4):
+        producer.deliver(i)
+    bridge._drain()
+    assert sub.acks == [1, 2, 3, 4]
+    assert bridge.stats.produced == {"dlq": 2, "telemetry": 2}
+    assert bridge.stats.tenant_received == {"acme": 3, "default": 1}
+
+
+def test_over_quota_messages_get_coded_dead_letters_others_untouched(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    bridge.config = bridge.config.with_changes(pending_max_messages=100)
+    bridge.apply_tenants(frozenset({"acme", "beta"}), {"acme": 2.0})
+    for mid in range(1, 5):
+        bridge.on_publish(TENANT_TOPIC, GOOD, 1, mid, False)
+        bridge.on_publish("tenants/beta/devices/a/telemetry", GOOD, 1, 100 + mid, False)
+    topics = [q[0] for q in producer.queue]
+    assert topics.count("iot.acme.telemetry") == 2
+    assert topics.count("iot.acme.dlq") == 2  # the 3rd and 4th of the same second
+    assert topics.count("iot.beta.telemetry") == 4
+    assert bridge.stats.tenant_dlq == {("acme", "quota_exceeded"): 2}
+    for i in range(len(producer.queue)):
+        producer.deliver(i)
+    bridge._drain()
+    assert len(sub.acks) == 8  # dead letters are acknowledged once Kafka holds them

@@ -32,6 +32,14 @@ def test_services_per_commands_mode(
     assert stack.bridge().env["IOT_COMMANDS_ENABLED"] == inline
 
 
+def test_the_bridge_reads_tenant_quotas_from_the_registry_when_authentication_is_on(
+    tmp_path: Path,
+) -> None:
+    assert _stack(tmp_path).bridge().env["IOT_REGISTRY_TOPIC"] == "iot.registry"
+    open_broker = _stack(tmp_path, insecure_anonymous=True).bridge().env
+    assert "IOT_REGISTRY_TOPIC" not in open_broker
+
+
 def test_no_bridge_means_no_command_path(tmp_path: Path) -> None:
     stack = _stack(tmp_path, with_bridge=False)
     assert [name for name, _ in stack.services()] == ["mosquitto", "kafka"]

@@ -37,6 +37,9 @@ class FakeMessage:
     def topic(self) -> str:
         return "iot.commands"
 
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return None
+
 
 class FakeTopic:
     partitions = (0, 1, 2)

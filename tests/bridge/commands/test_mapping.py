@@ -103,3 +103,27 @@ def test_parse_reply_invalid(payload: bytes) -> None:
 @given(st.binary(max_size=200))
 def test_parse_reply_never_raises(payload: bytes) -> None:
     assert isinstance(parse_reply("d", "c", payload), Reply)
+
+
+def test_a_tenants_command_and_reply_topics_stay_under_its_root() -> None:
+    from dataclasses import replace
+
+    from bridge.commands.mapping import parse_tenant_reply_topic
+
+    acme = replace(make(Target(device_id="pump-1")), tenant="acme")
+    pub = build_publish(acme, attempt=1, now_ms=0)
+    assert pub is not None
+    assert pub.topic == "tenants/acme/devices/pump-1/commands/set-rate"
+    assert pub.response_topic == "tenants/acme/devices/pump-1/replies/cmd-1"
+    group = build_publish(replace(make(Target(group="g1")), tenant="acme"), attempt=1, now_ms=0)
+    assert group is not None
+    assert group.topic == "tenants/acme/groups/g1/commands/set-rate"
+    assert parse_tenant_reply_topic("devices/d1/replies/c1") == ("default", "d1", "c1")
+    assert parse_tenant_reply_topic("tenants/acme/devices/d1/replies/c1") == ("acme", "d1", "c1")
+    for bad in (
+        "tenants/default/devices/d1/replies/c1",
+        "tenants/ACME/devices/d1/replies/c1",
+        "tenants/acme/devices/d1/replies",
+        "tenants/acme/groups/d1/replies/c1",
+    ):
+        assert parse_tenant_reply_topic(bad) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given
@@ -208,3 +209,31 @@ def test_state_machine_happy_paths_and_forbidden_moves() -> None:
         for new in State:
             with pytest.raises(InvalidTransitionError):
                 check_transition(final, new)
+
+
+def test_the_sender_tenant_comes_from_the_header_and_the_value_may_not_name_another() -> None:
+    doc = {"command_id": "c-1", "name": "reboot"}
+
+    def with_tenant(value: Mapping[str, object], tenant: str | None) -> Command | Rejection:
+        return parse_command(
+            b"pump-1", json.dumps(value).encode(), timestamp_ms=1, defaults=DEFAULTS, tenant=tenant
+        )
+
+    default = with_tenant(doc, None)
+    assert isinstance(default, Command)
+    assert default.tenant == "default"
+    assert "tenant" not in default.to_record()  # default-tenant records are as before
+    acme = with_tenant(doc, "acme")
+    assert isinstance(acme, Command)
+    assert (acme.tenant, acme.to_record()["tenant"]) == ("acme", "acme")
+    assert isinstance(with_tenant({**doc, "tenant": "acme"}, "acme"), Command)
+    for value, tenant, code in (
+        ({**doc, "tenant": "beta"}, "acme", "tenant_mismatch"),
+        ({**doc, "tenant": "beta"}, None, "tenant_mismatch"),  # no header: the default's
+        ({**doc, "tenant": "default"}, "acme", "tenant_mismatch"),
+        (doc, "Not/A/Tenant", "bad_tenant"),
+        (doc, "", "bad_tenant"),
+    ):
+        refused = with_tenant(value, tenant)
+        assert isinstance(refused, Rejection)
+        assert (refused.command_id, refused.code) == ("c-1", code)

@@ -45,6 +45,18 @@ def test_status_round_trip_and_command_rebuild() -> None:
     assert command_from_status(status) == replace(cmd, ttl_from_accept=False)
 
 
+def test_a_tenants_command_survives_the_status_round_trip() -> None:
+    value = orjson.dumps({"command_id": "c8", "name": "reboot"})
+    cmd = parse_command(b"pump-1", value, timestamp_ms=1_000, defaults=DEFAULTS, tenant="acme")
+    assert isinstance(cmd, Command)
+    status = StatusRecord("c8", State.SENT, 1, "pump-1", 5, command=cmd.to_record())
+    back = decode_status(b"c8", encode_status(status))
+    assert back is not None
+    rebuilt = command_from_status(back)
+    assert rebuilt is not None
+    assert rebuilt.tenant == "acme"
+
+
 @pytest.mark.parametrize("value", [None, b"", b"[]", b'{"state": "nope"}', b'{"x": 1}'])
 def test_decode_status_returns_none_for_unreadable(value: bytes | None) -> None:
     assert decode_status(b"k", value) is None

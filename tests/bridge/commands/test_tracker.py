@@ -207,6 +207,20 @@ def test_unknown_mismatched_duplicate_and_invalid_replies_are_recorded() -> None
     assert statuses(bad) == [(State.DELIVERED, 1), (State.FAILED, 1)]
 
 
+def test_a_same_named_device_of_another_tenant_cannot_answer() -> None:
+    t = Tracker()
+    t.admit(replace(cmd(), tenant="acme"), 0, SRC)
+    foreign = parse_reply("d1", "c1", b'{"status": "ok"}', "beta")
+    out = t.on_reply(foreign, 1)
+    assert [a.record["match"] for a in out if isinstance(a, ReplyAction)] == ["device_mismatch"]
+    assert t.state_of("c1") is State.SENT
+    own = t.on_reply(parse_reply("d1", "c1", b'{"status": "ok"}', "acme"), 2)
+    assert [(a.record["match"], a.record["tenant"]) for a in own if isinstance(a, ReplyAction)] == [
+        ("matched", "acme")
+    ]
+    assert t.state_of("c1") is State.SUCCEEDED
+
+
 def test_rejection_writes_rejected_status() -> None:
     t = Tracker()
     out = t.reject(Rejection("x-1", "dev/1", "bad_device_id", "no"), 7, SRC)
