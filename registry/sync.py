@@ -46,6 +46,7 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
             body = {"command": "addGroupClient", "groupname": name, "username": username}
             cmds.append(Command(body, plan.EXISTS))
         cmds += plan.set_devices_enabled([device], not tenant_disabled)
+        cmds += plan.site_access(device, device.site, grant=True)
         wanted[username] = cmds
     for account in state.accounts.values():
         if not any(r in MQTT_ROLES for r in account.roles):
@@ -55,7 +56,8 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
         tenant_on = account.tenant is None or (owner is not None and not owner.disabled)
         if username not in existing:
             missing.append(username)
-            wanted[username] = plan.add_account(account, None, not tenant_on)
+            linked = [d for d in state.devices.values() if d.site == account.name]
+            wanted[username] = plan.add_account(account, None, not tenant_on, linked)
         else:
             wanted[username] = plan.set_accounts_enabled([account], tenant_on)
     stale = sorted(existing - set(wanted) - {topics.ADMIN_USERNAME})
