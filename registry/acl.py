@@ -59,6 +59,12 @@ def site_role_name(account: str) -> str:
     return f"site:{account}"
 
 
+def site_rules(tenant: str, site: str) -> list[AclRule]:
+    """An edge site announces its link state (the bridge's notification and will) and status."""
+    root = topics.site_root(tenant, site)
+    return [AclRule(PUBLISH, f"{root}/state"), AclRule(PUBLISH, f"{root}/status")]
+
+
 def site_device_rules(tenant: str, device: str) -> list[AclRule]:
     """What an edge site may do for one of its devices: publish the device's up-link,
     subscribe to and receive its commands (literal topics: no %u in 2.0.11's dynsec)."""
@@ -106,6 +112,8 @@ def service_rules(role: Role, tenant: str | None) -> list[AclRule]:
         if role is Role.BRIDGE:  # reads all device->cloud traffic
             for channel in ("telemetry", "events", "status", "replies/+"):
                 rules += _shared(f"{devices}/{channel}")
+            # edge sites' link state and status (docs/edge.md "Visibility")
+            rules += _both(f"{root}sites/+/state") + _both(f"{root}sites/+/status")
         elif role is Role.COMMANDS:  # sends commands, reads replies
             rules += [
                 AclRule(PUBLISH, f"{devices}/commands/#"),

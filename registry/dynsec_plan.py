@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry import acl, topics
+from registry import acl, ids, topics
 from registry.acl import AclRule
 from registry.model import MQTT_ROLES, Device, Role, ServiceAccount
 
@@ -220,28 +220,36 @@ def delete_groups(tenant: str, groups: Iterable[str]) -> list[Command]:
     return cmds
 
 
+def account_roles(
+    account: ServiceAccount, site_devices: Iterable[Device] = ()
+) -> tuple[list[str], list[Command]]:
+    """The dynsec role names of an account's MQTT roles and the commands that ensure them. An
+    edge site has a role of its own: its state/status topics and ``site_devices``' rules."""
+    cmds: list[Command] = []
+    names = []
+    for role in (r for r in account.roles if r in MQTT_ROLES):
+        if role is Role.EDGE:
+            name = acl.site_role_name(account.name)
+            rules = acl.site_rules(account.tenant or ids.DEFAULT_TENANT, account.name)
+            rules += [r for d in site_devices for r in acl.site_device_rules(d.tenant, d.id)]
+        else:
+            name = acl.service_role_name(role, account.tenant)
+            rules = acl.service_rules(role, account.tenant)
+        names.append(name)
+        cmds += ensure_role(name, rules)
+    return names, cmds
+
+
 def add_account(
     account: ServiceAccount,
     secret: str | None,
     tenant_disabled: bool = False,
     site_devices: Iterable[Device] = (),
 ) -> list[Command]:
-    """Accounts without an MQTT role (operators) get no Mosquitto client at all. An edge
-    site's role holds the rules of ``site_devices`` (the devices registered to it)."""
-    mqtt_roles = [r for r in account.roles if r in MQTT_ROLES]
-    if not mqtt_roles:
+    """Accounts without an MQTT role (operators) get no Mosquitto client at all."""
+    names, cmds = account_roles(account, site_devices)
+    if not names:
         return []
-    cmds: list[Command] = []
-    names = []
-    for role in mqtt_roles:
-        if role is Role.EDGE:
-            name = acl.site_role_name(account.name)
-            rules = [r for d in site_devices for r in acl.site_device_rules(d.tenant, d.id)]
-        else:
-            name = acl.service_role_name(role, account.tenant)
-            rules = acl.service_rules(role, account.tenant)
-        names.append(name)
-        cmds += ensure_role(name, rules)
     username = topics.account_username(account.name)
     cmds.insert(0, Command({"command": "deleteClient", "username": username}, MISSING))
     # Not pinned: a service opens several sessions under one account (the command path's
