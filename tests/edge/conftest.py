@@ -227,7 +227,7 @@ def kafka_records(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any]]
                     break
                 if msg.error() is None:
                     got += 1
-                    out.append(((msg.key() or b"").decode(), json.loads(msg.value())))
+                    out.append(((msg.key() or b"").decode(), json.loads(msg.value() or b"null")))
         return out
     finally:
         consumer.close()

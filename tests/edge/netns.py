@@ -85,6 +85,14 @@ class NatSite:
             ["ip", "netns", "exec", ROUTER_NS, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
             check=True,
         )
+        # A bridge connect begun during a cut keeps retrying its SYN with Linux's backoff
+        # (default 6 retries, ~127 s; ICMP unreachable is a soft error then) and Mosquitto 2.0.11
+        # waits for it: measured 60+ s from heal to link up. docs/edge.md advises this setting
+        # on site machines; the test site gets it too.
+        subprocess.run(
+            ["ip", "netns", "exec", SITE_NS, "sysctl", "-qw", "net.ipv4.tcp_syn_retries=2"],
+            check=True,
+        )
         subprocess.run(
             ["ip", "netns", "exec", ROUTER_NS, "nft", "-f", "-"], input=NFT, text=True, check=True
         )
