@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="Write a site's configuration (site directory).")
     edge_config.add_arguments(init)
+    init.add_argument("--up", action="store_true", help="Then start the site (as `iot-edge up`).")
+    init.add_argument("--json", action="store_true", help="With --up: print the status as JSON.")
+    init.add_argument("--timeout", type=float, default=30.0, help="With --up: seconds to wait.")
     for name, text in (
         ("up", "Start the site broker under its supervisor (in the background)."),
         ("down", "Stop the site broker cleanly (its store is saved)."),
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({config.outage_s:g} s at {config.rate_msgs_per_s:g} msg/s), "
                   f"~{q.memory_bytes // 2**20} MiB when full")  # fmt: skip
             print(f"  kill -9 / power cut loses fewer than {q.loss_bound} acknowledged messages")
+            if args.up:
+                return _up(paths, args)
             print(f"  start it: iot-edge up --dir {paths.root}")
             return 0
         if args.command == "sites":

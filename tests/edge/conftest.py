@@ -183,16 +183,17 @@ def site_factory(
         devices_file = tmp_path / f"{name}-devices.json"
         devices_file.write_text(json.dumps(devices))
         site_dir, port = tmp_path / name, next(_site_ports)
+        site = Site(name, site_dir, port, devices, nat_site)
+        made.append(site)  # stopped at teardown even if `up` fails half-way
+        # the one-command install, run on the site
         run_edge(
             "init", "--site", name, "--central", f"{netns.CENTRE_IP}:{central.site_port}",
             "--account-secret-file", str(secret_file), "--devices-file", str(devices_file),
             "--site-dir", str(site_dir), "--listen-host", "127.0.0.1",
             "--listen-port", str(port), "--insecure-plain-link", "--keepalive-s", "5",
-            "--restart-min-s", "1", "--restart-max-s", "2", "--status-interval-s", "1", *extra,
+            "--restart-min-s", "1", "--restart-max-s", "2", "--status-interval-s", "1",
+            *extra, "--up", ns=nat_site,
         )  # fmt: skip
-        site = Site(name, site_dir, port, devices, nat_site)
-        made.append(site)
-        run_edge("up", "--dir", str(site_dir), ns=nat_site)
         return site
 
     yield make

@@ -128,7 +128,8 @@ def test_a_site_gains_and_loses_one_device_s_rules() -> None:
     }
     edge = ServiceAccount("s2", (Role.EDGE,), "t1", credentials=CREDS)
     own = {("site:s2", "tenants/t1/sites/s2/state"), ("site:s2", "tenants/t1/sites/s2/status")}
-    assert site_acls(plan.add_account(edge, "x", site_devices=[moved]), "addRoleACL") == {
-        ("site:s2", t) for _, t in added
-    } | own
+    assert (
+        site_acls(plan.add_account(edge, "x", site_devices=[moved]), "addRoleACL")
+        == {("site:s2", t) for _, t in added} | own
+    )
     assert "deleteRole" in _names(plan.delete_account(edge))
