@@ -54,6 +54,25 @@ def service_role_name(role: Role, tenant: str | None) -> str:
     return f"svc:{role}" if tenant is None else f"svc:{role}:{tenant}"
 
 
+def site_role_name(account: str) -> str:
+    """The role of one edge site (an ``edge`` account): the devices registered to it."""
+    return f"site:{account}"
+
+
+def site_rules(tenant: str, site: str) -> list[AclRule]:
+    """An edge site announces its link state (the bridge's notification and will) and status."""
+    root = topics.site_root(tenant, site)
+    return [AclRule(PUBLISH, f"{root}/state"), AclRule(PUBLISH, f"{root}/status")]
+
+
+def site_device_rules(tenant: str, device: str) -> list[AclRule]:
+    """What an edge site may do for one of its devices: publish the device's up-link,
+    subscribe to and receive its commands (literal topics: no %u in 2.0.11's dynsec)."""
+    root = topics.device_root(tenant, device)
+    rules = [AclRule(PUBLISH, f"{root}/{channel}") for channel in DEVICE_PUBLISH]
+    return rules + _both(f"{root}/commands/#")
+
+
 def device_rules(tenant: str, device: str) -> list[AclRule]:
     """Publish its own telemetry/events/status/replies; subscribe to its own commands."""
     root = topics.device_root(tenant, device)
@@ -93,14 +112,18 @@ def service_rules(role: Role, tenant: str | None) -> list[AclRule]:
         if role is Role.BRIDGE:  # reads all device->cloud traffic
             for channel in ("telemetry", "events", "status", "replies/+"):
                 rules += _shared(f"{devices}/{channel}")
+            # edge sites' link state and status (docs/edge.md "Visibility")
+            rules += _both(f"{root}sites/+/state") + _both(f"{root}sites/+/status")
         elif role is Role.COMMANDS:  # sends commands, reads replies
             rules += [
                 AclRule(PUBLISH, f"{devices}/commands/#"),
                 AclRule(PUBLISH, f"{root}groups/+/commands/#"),
             ]
             rules += _shared(f"{devices}/replies/+")
-        elif role in (Role.EDGE, Role.API):  # acts for devices: their up-link, their commands
+        elif role is Role.API:  # acts for devices: their up-link, their commands
             rules += [AclRule(PUBLISH, f"{devices}/{ch}") for ch in DEVICE_PUBLISH]
             rules += _both(f"{devices}/commands/#")
             rules += _both(f"{root}groups/+/commands/#")
+        # Role.EDGE has no tenant-wide rules: a site acts only for the devices registered to
+        # it, through its own role (site_role_name / site_device_rules).
     return rules

@@ -36,7 +36,7 @@ WRITES = {
     ("tenant", "create"), ("tenant", "disable"), ("tenant", "enable"), ("tenant", "delete"),
     ("tenant", "quotas"), ("device", "add"), ("device", "disable"), ("device", "enable"),
     ("device", "rotate"), ("device", "delete"), ("device", "groups"), ("account", "create"),
-    ("account", "disable"), ("account", "enable"), ("account", "rotate"),
+    ("device", "site"), ("account", "disable"), ("account", "enable"), ("account", "rotate"),
     ("account", "delete"), ("bootstrap-admin", None), ("init", None), ("cert", "issue"),
 }  # fmt: skip
 
@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cert-fingerprint", help="SHA-256 fingerprint of its client certificate (one device)."
     )
     add.add_argument("--no-secret", action="store_true", help="Certificate only, no secret.")
+    add.add_argument("--site", help="The edge site (edge account) the device is behind.")
     lst = device.add_parser("list", help="List or search devices.")
     lst.add_argument("--search", help="Part of the device id (any case).")
     lst.add_argument("--group", help="Only members of this group.")
@@ -116,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     grp = device.add_parser("groups", help="Change group membership.")
     grp.add_argument("--add", action="append", default=[], help="Join a group (repeatable).")
     grp.add_argument("--remove", action="append", default=[], help="Leave a group (repeatable).")
+    site = device.add_parser("site", help="Put a device behind an edge site, or none.")
+    site.add_argument("--site", help="The edge account; omit to connect the device centrally.")
     for name, p in device.choices.items():
         if name == "list":
             p.add_argument("--tenant", help="Only this tenant's devices.")
@@ -165,10 +168,10 @@ def _device(reg: Registry, args: argparse.Namespace) -> Any:
     actions: dict[str, Callable[[], Any]] = {
         "add": lambda: (
             reg.add_device(
-                t, args.id[0], args.group, args.cert_fingerprint, with_secret=not args.no_secret
+                t, args.id[0], args.group, args.cert_fingerprint, not args.no_secret, site=args.site
             )
             if len(args.id) == 1
-            else reg.add_devices(t, args.id, args.group, None, with_secret=not args.no_secret)
+            else reg.add_devices(t, args.id, args.group, None, not args.no_secret, site=args.site)
         ),
         "list": lambda: reg.devices(t, args.search, args.group),
         "show": lambda: reg.device(t, args.id),
@@ -177,6 +180,7 @@ def _device(reg: Registry, args: argparse.Namespace) -> Any:
         "rotate": lambda: reg.rotate_device(t, args.id),
         "delete": lambda: reg.delete_device(t, args.id),
         "groups": lambda: reg.set_device_groups(t, args.id, args.add, args.remove),
+        "site": lambda: reg.set_device_site(t, args.id, args.site),
     }
     return actions[args.action]()
 

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry import acl, topics
+from registry import acl, ids, topics
 from registry.acl import AclRule
-from registry.model import MQTT_ROLES, Device, ServiceAccount
+from registry.model import MQTT_ROLES, Device, Role, ServiceAccount
 
 EXISTS = frozenset(
     {
@@ -31,7 +31,7 @@ EXISTS = frozenset(
         "ACL with this topic already exists",
     }
 )
-MISSING = frozenset({"Client not found", "Role not found", "Group not found"})
+MISSING = frozenset({"Client not found", "Role not found", "Group not found", "ACL not found"})
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,26 @@ def add_device(device: Device, secret: str | None, tenant_disabled: bool = False
     if device.disabled or tenant_disabled:
         cmds.append(_enabled(username, False))
         cmds += _cert_access(device, False)
-    return cmds
+    return cmds + site_access(device, device.site, grant=True)
+
+
+def site_access(device: Device, site: str | None, grant: bool) -> list[Command]:
+    """Grant or take the rules of ``device`` on its edge site's role (none without a site).
+
+    The site's role is ensured first so a device can be linked before its site connects."""
+    if site is None:
+        return []
+    role = acl.site_role_name(site)
+    rules = acl.site_device_rules(device.tenant, device.id)
+    if grant:
+        return ensure_role(role, rules)
+    return [
+        Command(
+            {"command": "removeRoleACL", "rolename": role, "acltype": r.acltype, "topic": r.topic},
+            MISSING,
+        )
+        for r in rules
+    ]
 
 
 def update_device(
@@ -157,17 +176,18 @@ def update_device(
     new_cert = new.credentials.cert_fingerprint and not old.credentials.cert_fingerprint
     if was_on != is_on or (new_cert and not is_on):
         cmds += _cert_access(new, is_on)
+    if old.site != new.site:
+        cmds += site_access(old, old.site, grant=False) + site_access(new, new.site, grant=True)
     return cmds
 
 
 def delete_device(device: Device) -> list[Command]:
     username = topics.device_username(device.tenant, device.id)
+    role = acl.device_role_name(device.tenant, device.id)
     return [
+        *site_access(device, device.site, grant=False),
         Command({"command": "deleteClient", "username": username}, MISSING),
-        Command(
-            {"command": "deleteRole", "rolename": acl.device_role_name(device.tenant, device.id)},
-            MISSING,
-        ),
+        Command({"command": "deleteRole", "rolename": role}, MISSING),
     ]
 
 
@@ -200,19 +220,36 @@ def delete_groups(tenant: str, groups: Iterable[str]) -> list[Command]:
     return cmds
 
 
-def add_account(
-    account: ServiceAccount, secret: str | None, tenant_disabled: bool = False
-) -> list[Command]:
-    """Accounts without an MQTT role (operators) get no Mosquitto client at all."""
-    mqtt_roles = [r for r in account.roles if r in MQTT_ROLES]
-    if not mqtt_roles:
-        return []
+def account_roles(
+    account: ServiceAccount, site_devices: Iterable[Device] = ()
+) -> tuple[list[str], list[Command]]:
+    """The dynsec role names of an account's MQTT roles and the commands that ensure them. An
+    edge site has a role of its own: its state/status topics and ``site_devices``' rules."""
     cmds: list[Command] = []
     names = []
-    for role in mqtt_roles:
-        name = acl.service_role_name(role, account.tenant)
+    for role in (r for r in account.roles if r in MQTT_ROLES):
+        if role is Role.EDGE:
+            name = acl.site_role_name(account.name)
+            rules = acl.site_rules(account.tenant or ids.DEFAULT_TENANT, account.name)
+            rules += [r for d in site_devices for r in acl.site_device_rules(d.tenant, d.id)]
+        else:
+            name = acl.service_role_name(role, account.tenant)
+            rules = acl.service_rules(role, account.tenant)
         names.append(name)
-        cmds += ensure_role(name, acl.service_rules(role, account.tenant))
+        cmds += ensure_role(name, rules)
+    return names, cmds
+
+
+def add_account(
+    account: ServiceAccount,
+    secret: str | None,
+    tenant_disabled: bool = False,
+    site_devices: Iterable[Device] = (),
+) -> list[Command]:
+    """Accounts without an MQTT role (operators) get no Mosquitto client at all."""
+    names, cmds = account_roles(account, site_devices)
+    if not names:
+        return []
     username = topics.account_username(account.name)
     cmds.insert(0, Command({"command": "deleteClient", "username": username}, MISSING))
     # Not pinned: a service opens several sessions under one account (the command path's
@@ -242,4 +279,8 @@ def update_account(
 
 def delete_account(account: ServiceAccount) -> list[Command]:
     username = topics.account_username(account.name)
-    return [Command({"command": "deleteClient", "username": username}, MISSING)]
+    cmds = [Command({"command": "deleteClient", "username": username}, MISSING)]
+    if Role.EDGE in account.roles:
+        role = acl.site_role_name(account.name)
+        cmds.append(Command({"command": "deleteRole", "rolename": role}, MISSING))
+    return cmds

@@ -92,10 +92,15 @@ class Device:
     version: int = 1
     created_at: int = 0
     updated_at: int = 0
+    # The edge site (an ``edge`` account of the same tenant) the device is behind; None = it
+    # talks to the central broker itself. Only its site may publish and receive for it.
+    site: str | None = None
 
     def __post_init__(self) -> None:
         ids.tenant_id(self.tenant)
         ids.device_id(self.id)
+        if self.site is not None:
+            ids.account_name(self.site)
         for group in self.groups:
             ids.group_name(group)
         if len(set(self.groups)) != len(self.groups):

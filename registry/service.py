@@ -220,9 +220,11 @@ class Registry:
         groups: Iterable[str] = (),
         cert_fingerprint: str | None = None,
         with_secret: bool = True,
+        *,
+        site: str | None = None,
     ) -> Issued:
         fingerprint = hashing.normalise_fingerprint(cert_fingerprint) if cert_fingerprint else None
-        return self.add_devices(tenant, [device_id], groups, fingerprint, with_secret)[0]
+        return self.add_devices(tenant, [device_id], groups, fingerprint, with_secret, site=site)[0]
 
     def add_devices(
         self,
@@ -231,11 +233,15 @@ class Registry:
         groups: Iterable[str] = (),
         fingerprint: str | None = None,
         with_secret: bool = True,
+        *,
+        site: str | None = None,
     ) -> list[Issued]:
         """Register devices in one transaction and one batch of Mosquitto changes (bulk
-        provisioning, e.g. a simulated fleet); all or none are added."""
+        provisioning, e.g. a simulated fleet); all or none are added. With ``site`` they are
+        behind that edge site: only it may publish and receive for them."""
         self._check("device", WRITE, tenant)
         owner = self.tenant(tenant)
+        self._check_site(tenant, site)
         if not device_ids:
             return []
         taken = [d for d in device_ids if (tenant, d) in self.state.devices]
@@ -251,12 +257,12 @@ class Registry:
         for device_id in device_ids:
             secret = hashing.generate_secret() if with_secret else None
             creds = Credentials(secret and hashing.hash_secret(secret), fingerprint)
-            device = Device(tenant, device_id, group_list, credentials=creds)
+            device = Device(tenant, device_id, group_list, credentials=creds, site=site)
             device = replace(device, created_at=now, updated_at=now)
             cmds += plan.add_device(device, secret, owner.disabled)
             issued.append(Issued(device, secret))
         kinds = Credentials("-" if with_secret else None, fingerprint).kinds
-        detail = {"groups": list(group_list), "credentials": kinds}
+        detail = {"groups": list(group_list), "credentials": kinds, "site": site}
         self._commit("device.add", put=[i.entity for i in issued], commands=cmds, detail=detail)
         return issued
 
@@ -308,6 +314,25 @@ class Registry:
         groups += [g for g in dict.fromkeys(add) if g not in groups]
         return self._change_device(tenant, device_id, "device.groups", groups=tuple(groups))
 
+    def _check_site(self, tenant: str, site: str | None) -> None:
+        """A device's site must be an edge account of the device's own tenant."""
+        if site is None:
+            return
+        account = self.state.accounts.get(site)
+        if account is None or Role.EDGE not in account.roles or account.tenant != tenant:
+            raise NotFoundError(f"no edge site {site!r} in tenant {tenant!r}")
+
+    def site_devices(self, site: str) -> list[Device]:
+        """The devices registered to the edge site ``site``."""
+        account = self.account(site)
+        return [d for d in self.devices(account.tenant) if d.site == site]
+
+    def set_device_site(self, tenant: str, device_id: str, site: str | None) -> Device:
+        """Put a device behind an edge site (or none): the old site loses its rules for it,
+        the new one gains them."""
+        self._check_site(tenant, site)
+        return self._change_device(tenant, device_id, "device.site", site=site)
+
     def delete_device(self, tenant: str, device_id: str) -> None:
         self._check("device", WRITE, tenant)
         device = self.device(tenant, device_id)
@@ -355,7 +380,8 @@ class Registry:
             updated_at=now,
         )
         detail = {"roles": [str(r) for r in account.roles], "tenant": tenant}
-        cmds = plan.add_account(account, secret, self._tenant_disabled(tenant))
+        linked = [d for d in self.state.devices.values() if d.site == account.name]
+        cmds = plan.add_account(account, secret, self._tenant_disabled(tenant), linked)
         self._commit(f"account.{action}", put=[account], commands=cmds, detail=detail)
         return Issued(account, secret)
 
@@ -390,6 +416,11 @@ class Registry:
     def delete_account(self, name: str) -> None:
         account = self.account(name)
         self._check("account", WRITE, account.tenant)
+        linked = [d.id for d in self.state.devices.values() if d.site == name]
+        if linked:
+            raise ConflictError(
+                f"edge site {name!r} still has {len(linked)} device(s): move them first"
+            )
         self._commit("account.delete", delete=[account], commands=plan.delete_account(account))
 
     def authenticate_account(self, name: str, secret: str) -> Actor | None:

@@ -46,6 +46,7 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
             body = {"command": "addGroupClient", "groupname": name, "username": username}
             cmds.append(Command(body, plan.EXISTS))
         cmds += plan.set_devices_enabled([device], not tenant_disabled)
+        cmds += plan.site_access(device, device.site, grant=True)
         wanted[username] = cmds
     for account in state.accounts.values():
         if not any(r in MQTT_ROLES for r in account.roles):
@@ -53,11 +54,13 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
         username = topics.account_username(account.name)
         owner = state.tenants.get(account.tenant or "")
         tenant_on = account.tenant is None or (owner is not None and not owner.disabled)
+        linked = [d for d in state.devices.values() if d.site == account.name]
         if username not in existing:
             missing.append(username)
-            wanted[username] = plan.add_account(account, None, not tenant_on)
-        else:
-            wanted[username] = plan.set_accounts_enabled([account], tenant_on)
+            wanted[username] = plan.add_account(account, None, not tenant_on, linked)
+        else:  # its roles too: rules added since it was created (e.g. a site's devices)
+            _names, cmds = plan.account_roles(account, linked)
+            wanted[username] = cmds + plan.set_accounts_enabled([account], tenant_on)
     stale = sorted(existing - set(wanted) - {topics.ADMIN_USERNAME})
     cmds = plan.default_access()
     cmds += [Command({"command": "deleteClient", "username": u}, plan.MISSING) for u in stale]

@@ -36,6 +36,11 @@ def group_root(tenant: str, group: str) -> str:
     return f"{tenant_root(tenant)}groups/{group}"
 
 
+def site_root(tenant: str, site: str) -> str:
+    """An edge site's own topics (its link state and status), named after its account."""
+    return f"{tenant_root(tenant)}sites/{site}"
+
+
 def device_username(tenant: str, device: str) -> str:
     return device if tenant == ids.DEFAULT_TENANT else f"{tenant}/{device}"
 

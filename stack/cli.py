@@ -15,6 +15,7 @@ from stack.errors import StackError
 from stack.launcher import Stack
 from stack.mosquitto_server import INSECURE_WARNING
 from stack.provisioning import provision
+from stack.secret_files import account_secret, read_secret
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
@@ -208,7 +209,28 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"WARNING: mqtt_auth {auth}: Mosquitto accepts anonymous clients")
     for st in statuses:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
+    if any(st.name == "mosquitto" and st.running for st in statuses):
+        _edge_sites(stack.config)
     return 0 if all(st.running for st in statuses) else 1
+
+
+def _edge_sites(config: StackConfig) -> None:
+    """Edge sites (docs/edge.md) as the central Mosquitto sees them, read as svc/bridge."""
+    from edge.central import snapshot
+    from edge.errors import EdgeError
+
+    secret = read_secret(account_secret(config.secrets_dir, "bridge"))
+    if secret is None:  # an anonymous development stack has no sites
+        return
+    try:
+        views = snapshot(config.connect_host, config.mqtt_port, "svc/bridge", secret, settle_s=0.5)
+    except EdgeError as exc:
+        _say(f"edge sites: not read ({exc})")
+        return
+    for v in views:
+        row = v.as_dict()
+        print(f"site       {v.tenant}/{v.site:20} link {row['link']:8} "
+              f"last seen {row['last_seen_s']} s  held {row['held_messages']}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -205,6 +205,21 @@ NOT_RUN = {
     "python -m bench.commands_rtt --command-path separate "
     "--setting command_mqtt_publishers=0": _BENCH,
     "python -m bench.commands_rtt --responder sim": _BENCH,
+    **dict.fromkeys(
+        (
+            "iot-devices account create plant-1 --role edge --tenant default",
+            "iot-devices device add --site plant-1 pump-1 pump-2",
+            "iot-edge init --site plant-1 --central central.example:8883 --tls-ca-file ca.crt "
+            "--account-secret-file plant-1.secret --devices-file devices.json --outage-s 3600 "
+            "--rate-msgs-per-s 200 --autosave-changes 1000 --site-dir /var/lib/iot-edge --up",
+            "iot-edge status --dir /var/lib/iot-edge",
+            "iot-edge sites --central 127.0.0.1:1883 --password-file var/secrets/bridge.secret",
+        ),
+        "an edge site needs root, network namespaces and a NAT router to be what it is; "
+        "tests/edge/test_site_integration.py runs these commands (init --up, status, down) in "
+        "namespaces against a central registry, tests/registry/test_cli.py the two "
+        "iot-devices ones, tests/edge/test_cli.py init/status without a centre",
+    ),
 }
 
 

@@ -69,10 +69,8 @@ def test_service_roles() -> None:
     assert _may(commands, PUBLISH, "devices/d1/commands/x")
     assert _may(commands, PUBLISH, "tenants/t1/groups/g/commands/x")
     assert _may(commands, RECEIVE, "devices/d1/replies/c1")
-    edge = acl.service_rules(Role.EDGE, "t1")
-    assert _may(edge, PUBLISH, "tenants/t1/devices/any/telemetry")
-    assert not _may(edge, PUBLISH, "devices/any/telemetry")
-    assert not _may(edge, PUBLISH, "tenants/t2/devices/any/telemetry")
+    # an edge site has no tenant-wide rules: only its own devices' (test_site_rules)
+    assert acl.service_rules(Role.EDGE, "t1") == []
     assert acl.service_rules(Role.ADMIN, None) == []
     assert acl.service_rules(Role.VIEWER, None) == []
 
@@ -81,3 +79,16 @@ def test_role_names_are_per_entity() -> None:
     assert acl.device_role_name("t1", "d1") != acl.device_role_name("t2", "d1")
     assert acl.service_role_name(Role.EDGE, "t1") == "svc:edge:t1"
     assert acl.service_role_name(Role.BRIDGE, None) == "svc:bridge"
+
+
+def test_site_rules_cover_one_device_only() -> None:
+    rules = acl.site_device_rules("t1", "pump-1")
+    for channel in ("telemetry", "events", "status", "replies/c1"):
+        assert _may(rules, PUBLISH, f"tenants/t1/devices/pump-1/{channel}")
+    assert _may(rules, RECEIVE, "tenants/t1/devices/pump-1/commands/reboot")
+    assert _may(rules, SUBSCRIBE, "tenants/t1/devices/pump-1/commands/#")
+    assert not _may(rules, PUBLISH, "tenants/t1/devices/pump-2/telemetry")
+    assert not _may(rules, PUBLISH, "tenants/t1/devices/pump-1/commands/x")
+    assert not _may(rules, RECEIVE, "tenants/t1/devices/pump-2/commands/x")
+    assert not _may(rules, PUBLISH, "devices/pump-1/telemetry")
+    assert acl.site_role_name("site-a") == "site:site-a"

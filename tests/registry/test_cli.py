@@ -109,6 +109,13 @@ def test_cli_end_to_end(
     bridge = json.loads(run("--json", "account", "create", "bridge", "--role", "bridge"))
     assert not connack_of(dynsec_broker.port, "svc/bridge", bridge["secret"]).is_failure
     assert "need a tenant" in fails("account", "create", "e1", "--role", "edge")
+    # an edge site and a device behind it (docs/edge.md), then moved back to the centre
+    run("account", "create", "plant-1", "--role", "edge", "--tenant", "default")
+    behind = json.loads(run("--json", "device", "add", "--site", "plant-1", "meter"))
+    assert behind["site"] == "plant-1"
+    assert "no edge site" in fails("device", "site", "meter", "--site", "bridge")
+    assert json.loads(run("--json", "device", "site", "meter"))["site"] is None
+    run("account", "delete", "plant-1")
     assert "no device" in fails("device", "show", "ghost")
     assert "cascade" in fails("tenant", "delete", "t1")
     run("tenant", "delete", "t1", "--cascade")

@@ -12,6 +12,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
 from registry.dynsec import DynsecClient, DynsecError
+from registry.errors import ConflictError, NotFoundError
 from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
@@ -306,18 +307,38 @@ def test_group_membership_changes_apply_at_once(
             probe.close()
 
 
-def test_edge_account_acts_for_its_tenant_only(
+def test_edge_site_acts_for_its_own_devices_only(
     registry: Registry, dynsec_broker: DynsecBroker
 ) -> None:
+    """Issue 16: a site publishes and receives only for the devices registered to it."""
+    registry.create_tenant("t2")
     secret = registry.create_account("site-1", [Role.EDGE], tenant="t1").secret
+    assert registry.create_account("site-2", [Role.EDGE], tenant="t1").secret
     assert secret is not None
+    registry.add_device("t1", "x", site="site-1")
+    registry.add_device("t1", "y", site="site-2")
+    registry.add_device("t1", "z")
+    registry.add_device("t2", "x")
     edge = Probe(dynsec_broker.port, "svc/site-1", secret)
     try:
         assert edge.publish("tenants/t1/devices/x/telemetry").value in (0, NO_MATCHING_SUBSCRIBERS)
+        for other in ("y", "z"):  # another site's device, a central device
+            assert edge.publish(f"tenants/t1/devices/{other}/telemetry").value == NOT_AUTHORIZED
         assert edge.publish("devices/x/telemetry").value == NOT_AUTHORIZED
         assert edge.publish("tenants/t2/devices/x/telemetry").value == NOT_AUTHORIZED
-        assert not edge.subscribe("tenants/t1/devices/+/commands/#").is_failure
+        assert not edge.subscribe("tenants/t1/devices/x/commands/#").is_failure
+        assert edge.subscribe("tenants/t1/devices/y/commands/#").value == NOT_AUTHORIZED
+        assert edge.subscribe("tenants/t1/devices/+/commands/#").value == NOT_AUTHORIZED
         assert edge.subscribe("tenants/t2/devices/+/commands/#").value == NOT_AUTHORIZED
+        # moving a device between sites moves the right with it, on the live connection
+        registry.set_device_site("t1", "y", "site-1")
+        assert edge.publish("tenants/t1/devices/y/telemetry").value in (0, NO_MATCHING_SUBSCRIBERS)
+        registry.set_device_site("t1", "x", None)
+        assert edge.publish("tenants/t1/devices/x/telemetry").value == NOT_AUTHORIZED
+        with pytest.raises(NotFoundError):  # a site of another tenant
+            registry.set_device_site("t2", "x", "site-1")
+        with pytest.raises(ConflictError):  # still has device y
+            registry.delete_account("site-1")
     finally:
         edge.close()
 

@@ -58,7 +58,7 @@ def test_accounts_without_mqtt_roles_get_no_client() -> None:
     edge = ServiceAccount("e1", (Role.EDGE,), "t1", credentials=CREDS)
     client = plan.add_account(edge, "x")[-1].body
     assert client["username"] == "svc/e1"
-    assert client["roles"] == [{"rolename": "svc:edge:t1"}]
+    assert client["roles"] == [{"rolename": "site:e1"}]
     # services keep their own client ids (the command path opens several sessions)
     assert "clientid" not in client
 
@@ -103,3 +103,33 @@ def test_disabled_certificate_device_loses_its_role_and_groups() -> None:
     assert "removeClientRole" in _names(plan.update_device(pw_off, off, None))
     # unchanged state: nothing
     assert plan.update_device(on, on, None) == []
+
+
+def test_a_site_gains_and_loses_one_device_s_rules() -> None:
+    def site_acls(cmds: list[plan.Command], command: str) -> set[tuple[str, str]]:
+        return {
+            (c.body["rolename"], c.body["topic"])
+            for c in cmds
+            if c.body["command"] == command and c.body["rolename"].startswith("site:")
+        }
+
+    device = Device("t1", "d1", credentials=CREDS, site="s1")
+    added = site_acls(plan.add_device(device, "x"), "addRoleACL")
+    assert ("site:s1", "tenants/t1/devices/d1/telemetry") in added
+    assert ("site:s1", "tenants/t1/devices/d1/commands/#") in added
+    assert {role for role, _ in added} == {"site:s1"}
+    moved = Device("t1", "d1", credentials=CREDS, site="s2", version=2)
+    cmds = plan.update_device(device, moved, None)
+    assert site_acls(cmds, "removeRoleACL") == {("site:s1", t) for _, t in added}
+    assert site_acls(cmds, "addRoleACL") == {("site:s2", t) for _, t in added}
+    assert site_acls(plan.update_device(moved, moved, None), "addRoleACL") == set()
+    assert site_acls(plan.delete_device(moved), "removeRoleACL") == {
+        ("site:s2", t) for _, t in added
+    }
+    edge = ServiceAccount("s2", (Role.EDGE,), "t1", credentials=CREDS)
+    own = {("site:s2", "tenants/t1/sites/s2/state"), ("site:s2", "tenants/t1/sites/s2/status")}
+    assert (
+        site_acls(plan.add_account(edge, "x", site_devices=[moved]), "addRoleACL")
+        == {("site:s2", t) for _, t in added} | own
+    )
+    assert "deleteRole" in _names(plan.delete_account(edge))
