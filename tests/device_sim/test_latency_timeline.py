@@ -63,6 +63,7 @@ def test_accountant_timeline_counts_every_latency_once() -> None:
     timeline = report.latency_timeline
     assert sum(r["count"] for r in timeline) == report.latency.count == 200
     # latency = seq ms; window k (1,000 ms) holds seqs 10k..10k+9 of each device
-    assert timeline[0]["start_ms"] == 1_000_000 and timeline[0]["max_ms"] == 9
+    assert timeline[0]["start_ms"] == 1_000_000
+    assert timeline[0]["max_ms"] == 9
     assert timeline[-1]["max_ms"] == 100
     assert Accountant(expected).report().latency_timeline == []

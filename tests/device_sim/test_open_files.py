@@ -41,7 +41,7 @@ def test_a_limit_already_high_enough_is_left_alone() -> None:
 
 
 def _may_raise_hard_limit() -> bool:
-    """CAP_SYS_RESOURCE (bit 24) in this process's effective set (root in a container may lack it)."""
+    """CAP_SYS_RESOURCE (bit 24) in the effective set (root in a container may lack it)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("CapEff:"):
             return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
