@@ -5,6 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEVICES ?= 200
 RATE ?= 2
+FLEET_ARGS ?=
 
 .PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet
 
