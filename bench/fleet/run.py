@@ -27,7 +27,7 @@ MOSQUITTO_FD_HEADROOM = 64  # listener, persistence, log, the bridge's own conne
 SESSION_EXPIRY_S = 60  # no device session outlives the run for long in Mosquitto
 VERIFY_WAIT_S = 60.0
 DRAIN_SAMPLE_S = 5.0
-TOPICS_TIMEOUT_S = 60.0
+TOPICS_TIMEOUT_S = 180.0
 TOPICS_READ = (
     "topic_telemetry",
     "topic_dlq",
