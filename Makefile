@@ -5,8 +5,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEVICES ?= 200
 RATE ?= 2
+FLEET_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration bench bench-commands
+.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet
 
 setup:
 	@bash .ci/setup
@@ -39,3 +40,7 @@ bench: setup
 ## Command round trip at 1,000 commands/s, 1,000 devices, telemetry at half the bridge's maximum.
 bench-commands: setup
 	$(BIN)/python -m bench.commands_rtt --out-dir bench/results
+
+## A fleet at scale: 20,000 devices (one connection each) for 30 minutes; FLEET_ARGS shortens it.
+bench-fleet: setup
+	$(BIN)/python -m bench.fleet --out-dir bench/results $(FLEET_ARGS)

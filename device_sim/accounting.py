@@ -35,6 +35,7 @@ from typing import Any
 
 from device_sim import seq_bitmap
 from device_sim.latency_histogram import LatencyHistogram
+from device_sim.latency_timeline import LatencyTimeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,8 @@ class Report:
     failures: list[str] = field(default_factory=list)
     # the events' own accounting (device_sim.event_accounting), None when the run sent none
     events: dict[str, Any] | None = None
+    # per window of Kafka time, when asked for (Accountant(timeline_ms=...)); see latency_timeline
+    latency_timeline: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -219,8 +222,9 @@ class Accountant:
     """Streaming accounting of one run: feed rows with :meth:`add_telemetry` and DLQ error codes
     with :meth:`add_dlq` (each partition in offset order), ask :meth:`report` at any time."""
 
-    def __init__(self, expected: Expectations) -> None:
+    def __init__(self, expected: Expectations, timeline_ms: int | None = None) -> None:
         self.expected = expected
+        self.timeline = None if timeline_ms is None else LatencyTimeline(timeline_ms)
         self._devices: dict[str, _Device] = {}
         self._latency = LatencyHistogram()
         self._bridge_latency = LatencyHistogram()
@@ -236,6 +240,7 @@ class Accountant:
         devices = self._devices
         latency = self._latency.add
         bridge_latency = self._bridge_latency.add
+        timeline = None if self.timeline is None else self.timeline.add
         received = unexpected = in_range = 0
         first_ts, last_ts = self._first_ts, self._last_ts
         for device, seq, partition, kafka_ts, ts, received_at in rows:
@@ -272,6 +277,8 @@ class Accountant:
             if ts is not None and (not state.skip or seq not in state.skip):
                 true_ts = ts - state.skew
                 latency(kafka_ts - true_ts)
+                if timeline is not None:
+                    timeline(kafka_ts, kafka_ts - true_ts)
                 if received_at is not None:
                     bridge_latency(received_at - true_ts)
         self.received += received
@@ -330,6 +337,8 @@ class Accountant:
         report.partitions_per_device = {str(k): v for k, v in sorted(partition_counts.items())}
         report.latency = latency_of(self._latency)
         report.bridge_latency = latency_of(self._bridge_latency)
+        if self.timeline is not None:
+            report.latency_timeline = self.timeline.rows()
         ranking.sort()
         report.problems = [
             self._problems(device, -acked) for acked, _m, device in ranking[:max_problem_devices]

@@ -66,6 +66,7 @@ class DeviceSession:
         self._next_malformed_tag = -1  # malformed publishes have no seq: tag them -1, -2, ...
         self._tracker = AckTracker(self._on_ack)
         self._client: Client | None = None
+        self._up = False  # between on_connect and on_disconnect
 
     def open(self) -> None:
         """Create the client (not connected yet)."""
@@ -88,14 +89,20 @@ class DeviceSession:
         self._client = client
 
     def _on_connect(self, client: Client, flags: int, rc: int, properties: Any) -> None:
-        self.stats.connected += 1
+        if not self._up:
+            self._up = True
+            self.stats.connected += 1
         self.stats.connects += 1
         self.record.connects += 1
         topics = subscriptions(self.id, self.groups)
         client.subscribe([Subscription(t, qos=1) for t in topics])
 
     def _on_disconnect(self, client: Client, packet: Any, exc: Any = None) -> None:
-        self.stats.connected -= 1
+        # gmqtt also calls this when a connection attempt fails (no on_connect before it):
+        # counting those drove `connected` below zero while a big fleet was connecting
+        if self._up:
+            self._up = False
+            self.stats.connected -= 1
 
     def _on_ack(self, tag: int) -> None:
         if tag in self._unacked:

@@ -210,15 +210,18 @@ def verify(
     on_progress: Progress | None = log_progress,
     progress_every_s: float = 10.0,
     topic_events: str = "iot.events",
+    timeline_s: float | None = None,
 ) -> Report:
     """Read the run's telemetry and DLQ records, counting them as they come; the final report.
 
     ``on_progress(accountant, elapsed_s)`` is called about every ``progress_every_s`` seconds
     while reading (``accountant.report()`` gives the running figures). When the run sent
     events, ``topic_events`` is read too, into an accountant of its own (see
-    :mod:`device_sim.event_accounting`)."""
+    :mod:`device_sim.event_accounting`). With ``timeline_s`` the report also holds the
+    telemetry latency percentiles per window of that many seconds (``latency_timeline``)."""
     run_id = str(manifest["run_id"])
-    accountant = Accountant(manifest_io.expectations(manifest))
+    timeline_ms = None if timeline_s is None else max(1, round(timeline_s * 1000))
+    accountant = Accountant(manifest_io.expectations(manifest), timeline_ms)
     tele_start = None if from_beginning else manifest_io.start_offsets(manifest, "telemetry")
     dlq_start = None if from_beginning else manifest_io.start_offsets(manifest, "dlq")
     started = time.monotonic()

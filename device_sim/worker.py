@@ -18,10 +18,13 @@ from typing import Any, Protocol
 
 from device_sim.counters import DeviceRecord, Stats
 from device_sim.device import DeviceScript
+from device_sim.open_files import raise_open_files
 from device_sim.pacing import ConnectLimiter, StartGate
 from device_sim.run_config import Endpoints, RunOptions
 from device_sim.sim_device import SimDevice
 from device_sim.spec import FleetSpec
+
+log = logging.getLogger(__name__)
 
 STATS_INTERVAL_S = 0.5
 STOP_POLL_S = 0.2
@@ -98,7 +101,14 @@ def run_worker(
 ) -> tuple[list[DeviceRecord], bool]:
     """Run the plan on a new event loop; returns the records and whether it was stopped."""
     quiet_gmqtt()
-    raise_fd_limit(len(plan.indices) + FD_HEADROOM)
+    got = raise_open_files(len(plan.indices) + FD_HEADROOM)
+    if got < len(plan.indices) + FD_HEADROOM:
+        log.warning(
+            "open-file limit %d is below the %d this worker's devices need (run as root, raise "
+            "the hard limit with `ulimit -Hn`, or use more --processes)",
+            got,
+            len(plan.indices) + FD_HEADROOM,
+        )
 
     async def main() -> tuple[list[DeviceRecord], bool]:
         stop = asyncio.Event()
@@ -131,16 +141,6 @@ def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 def quiet_gmqtt() -> None:
     for name in ("gmqtt", "gmqtt.client", "gmqtt.mqtt"):
         logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def raise_fd_limit(wanted: int) -> int:
-    """Raise this process's open-file limit towards ``wanted`` (capped by the hard limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        return target
-    return soft
 
 
 def cpu_seconds() -> float:

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import resource
 import signal
 import subprocess
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from device_sim.open_files import raise_open_files
 from stack.errors import StackError
 from stack.supervision import ServiceSpec
 
@@ -29,14 +29,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1
+SERVER_OPEN_FILES = 262_144  # 250,000 device connections and headroom
 _SPAWN_TIMEOUT_S = 30.0  # the supervisor polls its specs every 0.2 s; this is a dead supervisor
 
 
 def _raise_fd_limit() -> None:
-    # Mosquitto with thousands of device connections needs more than the default 1024 fds.
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Mosquitto holds one socket per device: a 50,000-device fleet needs more than the usual
+    # hard limit (often 20,000 or 65,536), which root may raise (device_sim.open_files).
     with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        raise_open_files(SERVER_OPEN_FILES)
 
 
 def _proc_state(pid: int) -> str | None:

@@ -163,6 +163,12 @@ NOT_RUN = {
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",
     "make bench-commands": _BENCH,
+    "make bench-fleet": _BENCH,
+    "make bench-fleet 'FLEET_ARGS=--duration 150 --devices 3000 --rate 1 --name fleet-short'": (
+        _BENCH
+    ),
+    "python -m bench.fleet --render bench/results/fleet-short.json": "re-renders the recorded "
+    "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
     "its own",

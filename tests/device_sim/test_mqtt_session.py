@@ -69,3 +69,22 @@ def test_no_events_no_event_bookkeeping() -> None:
         session.publish(Outgoing("devices/d/telemetry", b"{}", qos=1, seq=seq))
     session.settle_acks()
     assert (record.unacked, record.events_unacked, record.events_sent) == ([1, 2, 3], [], 0)
+
+
+class SubscribingClient(RecordingClient):
+    def subscribe(self, subscriptions: object) -> None:
+        pass
+
+
+def test_connected_counts_sessions_up_and_failed_attempts_do_not_count() -> None:
+    session, record, stats, _client = _session()
+    client = SubscribingClient()
+    session._client = client
+    session._on_disconnect(client, None)  # a failed attempt: gmqtt calls this without a connect
+    assert stats.connected == 0
+    session._on_connect(client, 0, 0, None)
+    session._on_connect(client, 0, 0, None)  # a repeated callback is one connection
+    assert (stats.connected, stats.connects, record.connects) == (1, 2, 2)
+    session._on_disconnect(client, None)
+    session._on_disconnect(client, None)
+    assert stats.connected == 0
