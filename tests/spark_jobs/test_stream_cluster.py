@@ -125,9 +125,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         found.stop()
 
 
-# ~5 min on a quiet 2-core box (two Spark applications, three executor JVM starts); the
-# default 600 s cap is too short when other suites load the shared machine (load 30-45 seen)
-@pytest.mark.timeout(1800)
+# Minutes on a quiet 2-core box (two Spark applications, five queries, three executor JVM
+# starts); the default 600 s cap is far too short when other suites load the shared machine
+# (load 30-57 seen: an empty first micro-batch took 140-240 s)
+@pytest.mark.timeout(3600)
 def test_stream_on_a_standalone_cluster_survives_a_killed_worker_and_reports_none_left(
     cluster: Cluster,
     stack: Any,
@@ -183,7 +184,7 @@ def test_stream_on_a_standalone_cluster_survives_a_killed_worker_and_reports_non
             found = committed_offsets(warehouse / "_checkpoints" / "device_minute")
             return sum((found or {}).get(telemetry, {}).values())
 
-        _wait(lambda: committed_rows() > 0, 300, "a batch with data committed")
+        _wait(lambda: committed_rows() > 0, 900, "a batch with data committed")
         committed_before_kill = committed_rows()
         cluster.workers[0].kill()  # SIGKILL, mid-stream
         killed_at = time.monotonic()
@@ -199,7 +200,7 @@ def test_stream_on_a_standalone_cluster_survives_a_killed_worker_and_reports_non
                 return False
             return {k: r["messages"] for k, r in got.items()} == expected
 
-        caught_up = _wait(counted, 600, "device_minute counts every record sent, once")
+        caught_up = _wait(counted, 900, "device_minute counts every record sent, once")
         assert job.poll() is None, "the job died"
         assert committed_rows() > committed_before_kill
         restarts = {q: v for (n, q), v in _metrics(base).items() if n.endswith("query_restarts")}
