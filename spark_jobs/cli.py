@@ -1,6 +1,7 @@
 """``iot-analytics``: the streaming job, SQL over the tables, the fleet report, anomaly scoring.
 
     iot-analytics stream [--available-now]        # Kafka -> Parquet tables (runs until stopped)
+    iot-analytics stream --spark-master spark://127.0.0.1:7077   # on a Spark standalone cluster
     iot-analytics sql "SELECT * FROM fleet_minute ORDER BY window_start DESC LIMIT 5"
     iot-analytics report --since -2h --out var/report [--format html]
     iot-analytics score [--manifest PATH]         # anomaly precision/recall vs a simulator run
@@ -112,7 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = _Parser(add_help=False)
     common.add_argument("--warehouse-dir", type=Path, help="table folder (env IOT_WAREHOUSE_DIR)")
-    common.add_argument("--master", help="Spark master URL (env IOT_SPARK_MASTER)")
+    common.add_argument(
+        "--spark-master", "--master", dest="master", metavar="URL",
+        help="where Spark runs: local[N], local[*] or spark://host:port, a standalone "
+        "cluster such as `iot-stack up --spark-workers N` starts (env IOT_SPARK_MASTER)",
+    )  # fmt: skip
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,24 @@ DEFAULT_JARS_DIR = REPO_ROOT / "kafka" / "spark-connector" / "libs"
 _DURATION_RE = re.compile(r"^\d+(\.\d+)?\s+(millisecond|second|minute|hour|day)s?$")
 _METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _STARTING = ("earliest", "latest")
+# The masters this appliance runs on and tests: local mode, or Spark standalone (one master,
+# or several for ZooKeeper HA: spark://h1:7077,h2:7077).
+_LOCAL_MASTER_RE = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
+_STANDALONE_MASTER_RE = re.compile(r"^spark://[\w.-]+:\d{1,5}(,[\w.-]+:\d{1,5})*$")
+_JVM_SIZE_RE = re.compile(r"^[1-9]\d*[kmgt]?$", re.IGNORECASE)
+
+
+def is_local_master(master: str) -> bool:
+    return master.startswith("local")
+
+
+def check_master(master: str) -> str:
+    """``master`` if it is ``local``, ``local[N]``, ``local[*]`` or ``spark://host:port``."""
+    if _LOCAL_MASTER_RE.match(master) or _STANDALONE_MASTER_RE.match(master):
+        return master
+    raise ConfigError(
+        f"spark_master must be local, local[N], local[*] or spark://host:port: {master!r}"
+    )
 
 
 def _setting(default: Any, help_text: str) -> Any:
@@ -42,9 +60,30 @@ class AnalyticsConfig:
 
     # --- Spark ------------------------------------------------------------------------------
     spark_master: str = _setting(
-        "local[*]", "Spark master URL: local[*] here, spark://host:7077 or similar on a cluster."
+        "local[*]",
+        "Spark master: local[N] / local[*] (in this process) or spark://host:port (a Spark "
+        "standalone cluster, e.g. the one `iot-stack up --spark-workers N` starts).",
     )
     spark_driver_memory: str = _setting("1g", "Spark driver memory (spark.driver.memory).")
+    spark_driver_host: str = _setting(
+        "",
+        "Address the executors reach the driver by (spark.driver.host; a cluster only). "
+        "Empty: Spark's guess from the host name.",
+    )
+    spark_executor_memory: str = _setting(
+        "512m", "Heap of each executor on a cluster (spark.executor.memory)."
+    )
+    spark_executor_cores: int = _setting(
+        1, "Cores of each executor on a cluster (spark.executor.cores)."
+    )
+    spark_cores_max: int = _setting(
+        0,
+        "Cores this application takes from a cluster at most (spark.cores.max); 0: every "
+        "free core, leaving none for a second application.",
+    )
+    spark_ui_port: int = _setting(
+        0, "Port of this application's Spark UI (spark.ui.port); 0: no UI."
+    )
     shuffle_partitions: int = _setting(
         2,
         "spark.sql.shuffle.partitions: also the number of state-store partitions of the "
@@ -106,6 +145,14 @@ class AnalyticsConfig:
     )
 
     def __post_init__(self) -> None:
+        check_master(self.spark_master)
+        for name in ("spark_driver_memory", "spark_executor_memory"):
+            if not _JVM_SIZE_RE.match(getattr(self, name)):
+                raise ConfigError(f"{name} must be a JVM size like 512m or 2g")
+        if self.spark_executor_cores < 1 or self.spark_cores_max < 0:
+            raise ConfigError("need spark_executor_cores >= 1 and spark_cores_max >= 0")
+        if not 0 <= self.spark_ui_port <= 65535:
+            raise ConfigError("spark_ui_port must be a TCP port (0: no UI)")
         if self.shuffle_partitions < 1:
             raise ConfigError("shuffle_partitions must be >= 1")
         if self.starting_offsets not in _STARTING:
@@ -168,6 +215,53 @@ class AnalyticsConfig:
 
     def checkpoint_path(self, query: str) -> Path:
         return self.checkpoint_dir / query
+
+    @property
+    def local(self) -> bool:
+        """Spark runs in this process (local mode), not on a cluster."""
+        return is_local_master(self.spark_master)
+
+    def spark_conf(self, jars: Sequence[Path] = (), python: str = "") -> dict[str, str]:
+        """The Spark settings of a session on this config (``spark.jars``: ``jars``).
+
+        Local mode keeps the driver on loopback. On a cluster, heaps and cores are set
+        explicitly (Spark's defaults take every core of the cluster and 1 GiB per executor),
+        and ``spark.jars`` is what carries the Kafka connector to the executors: the driver
+        serves the files and each executor fetches them before its first task.
+        """
+        conf = {
+            "spark.driver.memory": self.spark_driver_memory,
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.streaming.metricsEnabled": "true",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+        }
+        if self.spark_ui_port:
+            conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(self.spark_ui_port)}
+        else:
+            conf["spark.ui.enabled"] = "false"
+        if python:
+            conf["spark.pyspark.python"] = python
+        if jars:
+            conf["spark.jars"] = ",".join(str(j.resolve()) for j in jars)
+        if self.local:
+            # A local job talks only to itself: keep the driver (and its block manager) on
+            # loopback instead of the address Spark guesses from the host name.
+            conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+            return conf
+        conf |= {
+            "spark.executor.memory": self.spark_executor_memory,
+            "spark.executor.cores": str(self.spark_executor_cores),
+        }
+        if self.spark_cores_max:
+            conf["spark.cores.max"] = str(self.spark_cores_max)
+        if self.spark_driver_host:
+            conf |= {
+                "spark.driver.host": self.spark_driver_host,
+                "spark.driver.bindAddress": self.spark_driver_host,
+            }
+        return conf
 
     def jars(self) -> list[Path]:
         """The connector jars; empty when the folder does not exist (SQL/report need none)."""

@@ -31,6 +31,18 @@ class _JobCollector(Collector):
         )
         kafka.add_metric([], 1.0 if job.kafka_reachable else 0.0)
         yield kafka
+        executors = GaugeMetricFamily(
+            "iot_analytics_executors",
+            "executors registered with the driver (0 on a cluster: nothing runs the queries; "
+            "-1: local mode)",
+        )
+        executors.add_metric([], float(-1 if job.executors is None else job.executors))
+        yield executors
+        info = GaugeMetricFamily(
+            "iot_analytics_spark_info", "where the job's Spark runs", labels=["master", "ui"]
+        )
+        info.add_metric([job.spark_master, job.spark_ui], 1.0)
+        yield info
         families = {
             "active": GaugeMetricFamily(
                 "iot_analytics_query_active", "1 while the query runs", labels=["query"]

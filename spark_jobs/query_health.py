@@ -167,6 +167,22 @@ class JobHealth:
     queries: dict[str, QueryHealth] = field(default_factory=dict)
     running: bool = False  # the job's loop runs (the session is up)
     kafka_reachable: bool | None = None
+    # executors registered with the driver (None: local mode, the driver runs the tasks). 0 on
+    # a cluster is the silent hang: queries stay active, wait for an executor, never fail.
+    executors: int | None = None
+    executors_lost_at: float | None = None  # when the count last fell to 0
+    spark_master: str = ""
+    spark_ui: str = ""  # this application's Spark UI ("" when off)
+
+    def observe_executors(self, count: int | None, now: float) -> bool:
+        """Record the executor count; True when it just fell to 0 or rose from it."""
+        was_zero = self.executors == 0
+        if count == 0 and not was_zero:
+            self.executors_lost_at = now
+        elif count != 0:
+            self.executors_lost_at = None
+        self.executors = count
+        return was_zero != (count == 0)
 
     def query(self, name: str) -> QueryHealth:
         return self.queries.setdefault(name, QueryHealth(name))
@@ -175,13 +191,19 @@ class JobHealth:
     def ready(self) -> bool:
         return (
             self.running
+            and self.executors != 0
             and bool(self.queries)
             and all(q.active and not q.stalled for q in self.queries.values())
         )
 
     def problems(self) -> list[str]:
-        """Why the job is not ready, one line per query, for ``/readyz``'s body."""
+        """Why the job is not ready, one line per problem, for ``/readyz``'s body."""
         out = []
+        if self.executors == 0:
+            out.append(
+                f"no executors on {self.spark_master}: no live Spark worker has the cores and "
+                "memory this job asks for; its queries wait (they do not fail) until one does"
+            )
         for q in self.queries.values():
             if not q.active:
                 out.append(f"{q.name}: restarting after {q.last_error}")

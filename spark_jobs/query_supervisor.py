@@ -51,10 +51,12 @@ class QuerySupervisor:
         cfg: AnalyticsConfig,
         builders: dict[str, Callable[[], StreamingQuery]],
         settings: HealthSettings,
+        executors: Callable[[], int | None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.builders = builders
         self.settings = settings
+        self.executors = executors  # the driver's executor count (None: local mode)
         self.queries: dict[str, StreamingQuery | None] = dict.fromkeys(builders)
         self.health = JobHealth()
         self.lock = threading.Lock()
@@ -130,6 +132,15 @@ class QuerySupervisor:
         if restart:
             log.warning("query %s restarted from its checkpoint (restart %d)", name, rec.restarts)
 
+    def _executors(self) -> int | None:
+        if self.executors is None:
+            return None
+        try:
+            return self.executors()
+        except Exception as exc:  # noqa: BLE001 - a failed look-up is "unknown", never fatal
+            log.debug("executor count unavailable: %s", exc)
+            return None
+
     def _check(self) -> None:
         committed = {
             name: committed_offsets(self.cfg.checkpoint_path(name)) for name in self.builders
@@ -137,9 +148,19 @@ class QuerySupervisor:
         kafka_end = end_offsets(
             self.cfg.kafka_bootstrap, [self.cfg.topic_telemetry, self.cfg.topic_presence]
         )
+        executors = self._executors()
         now = time.time()
         with self.lock:
             self.health.kafka_reachable = kafka_end is not None
+            if self.health.observe_executors(executors, now):
+                if executors == 0:
+                    log.warning(
+                        "no executors on %s: no live Spark worker runs this job; the queries "
+                        "wait without an error until one does",
+                        self.cfg.spark_master,
+                    )
+                else:
+                    log.info("%s executor(s) again on %s", executors, self.cfg.spark_master)
             for name, offsets in committed.items():
                 rec = self.health.query(name)
                 was = rec.stalled

@@ -20,7 +20,8 @@ Recovery: run continuously, the job outlives its queries. A query that fails (Ka
 the others go on; the same checkpoint makes the replay exactly-once. With
 ``IOT_ANALYTICS_HTTP_PORT`` set the job serves ``/healthz``, ``/readyz`` and ``/metrics``,
 where a stalled query (records waiting in Kafka, nothing committed for
-``IOT_ANALYTICS_STALL_AFTER`` s) shows (see :mod:`spark_jobs.query_health`).
+``IOT_ANALYTICS_STALL_AFTER`` s) shows, and on a cluster a job left without executors (see
+:mod:`spark_jobs.query_health`).
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def run(
     continuously, a failed query is restarted from its checkpoint with backoff and the job
     returns 0 when stopped. ``health`` defaults to the ``IOT_ANALYTICS_*`` environment.
     """
-    from spark_jobs.session import build_session
+    from spark_jobs.session import build_session, executor_count
 
     settings = health or HealthSettings.from_env()
     stop = stop or threading.Event()
@@ -274,7 +275,11 @@ def run(
         if available_now:
             queries = [start() for start in builders.values()]
             return _run_until_drained(session, queries)
-        supervised = QuerySupervisor(cfg, builders, settings)
+        supervised = QuerySupervisor(
+            cfg, builders, settings, executors=lambda: executor_count(session)
+        )
+        supervised.health.spark_master = session.sparkContext.master or ""
+        supervised.health.spark_ui = session.sparkContext.uiWebUrl or ""
         if settings.http_port is not None:
             endpoint = HealthEndpoint(settings.http_host, settings.http_port, supervised.snapshot)
             endpoint.start()

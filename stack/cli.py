@@ -70,6 +70,25 @@ def _parser() -> argparse.ArgumentParser:
         "with its own secret)",
     )  # fmt: skip
     up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
+    up.add_argument(
+        "--spark-workers", type=int, metavar="N",
+        help="start a Spark standalone master (FILESYSTEM recovery) and N workers, all "
+        "supervised; the analytics job runs on them (env IOT_STACK_SPARK_WORKERS)",
+    )  # fmt: skip
+    up.add_argument(
+        "--spark-worker-cores", type=int,
+        help="cores each Spark worker offers (default 2, env IOT_STACK_SPARK_WORKER_CORES)",
+    )  # fmt: skip
+    up.add_argument(
+        "--spark-worker-memory",
+        help="memory each Spark worker offers its executors (default 1g, env "
+        "IOT_STACK_SPARK_WORKER_MEMORY)",
+    )
+    up.add_argument(
+        "--spark-master", metavar="URL",
+        help="run the analytics job on this master instead: local[N] or spark://host:port of "
+        "a cluster elsewhere (env IOT_SPARK_MASTER; not with --spark-workers)",
+    )  # fmt: skip
 
     for p in (up,):
         _insecure_flag(p)
@@ -145,6 +164,10 @@ def _config(args: argparse.Namespace) -> StackConfig:
         with_analytics=getattr(args, "with_analytics", None),
         devices=getattr(args, "devices", None),
         device_rate=getattr(args, "device_rate", None),
+        spark_workers=getattr(args, "spark_workers", None),
+        spark_worker_cores=getattr(args, "spark_worker_cores", None),
+        spark_worker_memory=getattr(args, "spark_worker_memory", None),
+        spark_master=getattr(args, "spark_master", None),
         insecure_anonymous=getattr(args, "insecure_anonymous", None),
     )
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from spark_jobs.config import check_master
+from spark_jobs.errors import ConfigError
 from stack.errors import StackError
 from stack.ports import free_ports
 from stack.supervision import RestartPolicy
@@ -87,6 +90,45 @@ class StackConfig:
     analytics_http_port: int = _setting(
         "IOT_STACK_ANALYTICS_HTTP_PORT", 9102, "the streaming job's health and metrics port"
     )
+    # --- Spark (docs/operations.md, "Spark cluster") ---
+    spark_master: str = _setting(
+        "IOT_SPARK_MASTER",
+        "",
+        "the analytics job's Spark master when `up` starts no cluster: local[N] or "
+        "spark://host:port of one elsewhere (empty: the job's default, local[*])",
+    )
+    spark_workers: int = _setting(
+        "IOT_STACK_SPARK_WORKERS",
+        0,
+        "start a Spark standalone master and this many workers; the analytics job runs on them",
+    )
+    spark_master_port: int = _setting("IOT_STACK_SPARK_MASTER_PORT", 7077, "Spark master port")
+    spark_master_ui_port: int = _setting(
+        "IOT_STACK_SPARK_MASTER_UI_PORT", 8080, "Spark master web UI port"
+    )
+    spark_worker_ui_port: int = _setting(
+        "IOT_STACK_SPARK_WORKER_UI_PORT", 8081, "web UI port of worker 1 (worker N: + N - 1)"
+    )
+    spark_worker_cores: int = _setting(
+        "IOT_STACK_SPARK_WORKER_CORES",
+        2,
+        "cores each worker offers (slots, not pinned CPUs): 1 for the streaming job's "
+        "executor, 1 left for a report or SQL query beside it",
+    )
+    spark_worker_memory: str = _setting(
+        "IOT_STACK_SPARK_WORKER_MEMORY", "1g", "memory each worker offers its executors"
+    )
+    spark_daemon_memory: str = _setting(
+        "IOT_STACK_SPARK_DAEMON_MEMORY", "256m", "heap of the master and of each worker JVM"
+    )
+    spark_executor_memory: str = _setting(
+        "IOT_STACK_SPARK_EXECUTOR_MEMORY", "512m", "heap of each analytics executor"
+    )
+    spark_app_ui_port: int = _setting(
+        "IOT_STACK_SPARK_APP_UI_PORT",
+        4040,
+        "the analytics job's Spark UI port when it runs on the cluster",
+    )
     devices: int = _setting("IOT_STACK_DEVICES", 0, "simulated devices to run (0 = none)")
     device_rate: float = _setting(
         "IOT_STACK_DEVICE_RATE", 1.0, "messages per second per simulated device"
@@ -140,9 +182,53 @@ class StackConfig:
             )
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
+        self._check_spark()
         if not 0 < self.restart_backoff_initial <= self.restart_backoff_max:
             raise StackError("need 0 < restart_backoff_initial <= restart_backoff_max")
         object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
+
+    def _check_spark(self) -> None:
+        if self.spark_workers < 0 or self.spark_worker_cores < 1:
+            raise StackError("need spark_workers >= 0 and spark_worker_cores >= 1")
+        if self.spark_workers and self.spark_master:
+            raise StackError(
+                "give either spark_workers (a Spark cluster started here) or spark_master "
+                f"(one that runs elsewhere), not both: {self.spark_master!r}"
+            )
+        if self.spark_master:
+            try:
+                check_master(self.spark_master)
+            except ConfigError as exc:
+                raise StackError(str(exc)) from exc
+        last_worker_ui = self.spark_worker_ui_port + max(self.spark_workers - 1, 0)
+        for name, value in (
+            ("spark_master_port", self.spark_master_port),
+            ("spark_master_ui_port", self.spark_master_ui_port),
+            ("spark_app_ui_port", self.spark_app_ui_port),
+            ("spark_worker_ui_port", self.spark_worker_ui_port),
+            ("spark_worker_ui_port + workers - 1", last_worker_ui),
+        ):
+            if not 1 <= value <= 65535:
+                raise StackError(f"{name} must be a fixed TCP port, got {value}")
+        worker_uis = range(self.spark_worker_ui_port, last_worker_ui + 1)
+        if self.spark_workers and (
+            self.spark_master_ui_port in worker_uis or self.spark_master_port in worker_uis
+        ):
+            raise StackError("the Spark master's ports overlap the workers' UI ports")
+        for name in ("spark_worker_memory", "spark_daemon_memory", "spark_executor_memory"):
+            if not re.fullmatch(r"[1-9]\d*[kmgt]?", getattr(self, name), re.IGNORECASE):
+                raise StackError(f"{name} must be a JVM size like 512m or 1g")
+
+    @property
+    def analytics_master(self) -> str:
+        """Where the analytics job runs ('' = its own default)."""
+        if self.spark_workers:
+            return f"spark://{self.connect_host}:{self.spark_master_port}"
+        return self.spark_master
+
+    @property
+    def spark_dir(self) -> Path:
+        return self.data_dir / "spark"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> StackConfig:

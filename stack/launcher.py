@@ -21,6 +21,13 @@ from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
 from stack.provisioning import account_login, provision
 from stack.secret_files import device_credentials
+from stack.spark_cluster import (
+    SparkMaster,
+    SparkWorker,
+    analytics_env,
+    live_endpoint,
+    worker_numbers,
+)
 from stack.supervision import ServiceRecord
 from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
@@ -115,8 +122,10 @@ class Stack:
         self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
         self.mosquitto = MosquittoServer(config)
         self.kafka = KafkaServer(config)
+        self.spark_master = SparkMaster(config)
         self.mosquitto.process.supervisor = self.link
         self.kafka.process.supervisor = self.link
+        self.spark_master.process.supervisor = self.link
 
     @property
     def mqtt_host(self) -> str:
@@ -209,12 +218,20 @@ class Stack:
     def analytics(self) -> AppService:
         cfg = self.config
         url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
-        env = self._app_env() | {
-            "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
-            "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
-            "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
-            "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
-        }
+        env = (
+            self._app_env()
+            | {
+                "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
+                "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
+                "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
+                "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
+            }
+            | analytics_env(cfg)
+        )
+        endpoint = f"{url}/metrics"
+        if cfg.analytics_master.startswith("spark://"):
+            ui = f"http://{cfg.connect_host}:{cfg.spark_app_ui_port}"
+            endpoint += f" on {cfg.analytics_master} ui {ui}"
         return AppService(
             cfg,
             "analytics",
@@ -223,9 +240,22 @@ class Stack:
             # /healthz answers once the session is up and the queries started
             ready=lambda: http_ok(f"{url}/healthz"),
             ready_what=f"{url}/healthz answering 200",
-            endpoint=f"{url}/metrics",
+            endpoint=endpoint,
             supervisor=self.link,
         )
+
+    def spark_cluster(self, numbers: list[int] | None = None) -> list[tuple[str, Service]]:
+        """The Spark master and workers 1..N (`--spark-workers N`), in start order."""
+        if numbers is None:
+            numbers = list(range(1, self.config.spark_workers + 1))
+        if not numbers:
+            return []
+        found: list[tuple[str, Service]] = [("spark-master", self.spark_master)]
+        for number in numbers:
+            worker = SparkWorker(self.config, number)
+            worker.process.supervisor = self.link
+            found.append((worker.name, worker))
+        return found
 
     def devices(self) -> AppService:
         cfg = self.config
@@ -252,6 +282,7 @@ class Stack:
 
     def services(self) -> list[tuple[str, Service]]:
         found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto), ("kafka", self.kafka)]
+        found += self.spark_cluster()
         if self.config.with_bridge:
             found.append(("bridge", self.bridge()))
             if self.config.commands_mode == "separate":
@@ -267,6 +298,7 @@ class Stack:
         return [
             ("mosquitto", self.mosquitto),
             ("kafka", self.kafka),
+            *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
             ("commands", self.commands()),
             ("analytics", self.analytics()),
@@ -341,7 +373,12 @@ class Stack:
         records = state.services if state is not None else {}
         found = [
             ServiceStatus(
-                name, service.process.pid(), self._endpoint(name, service), records.get(name)
+                name,
+                pid := service.process.pid(),
+                live_endpoint(name, self._endpoint(name, service), self.config)
+                if pid is not None
+                else self._endpoint(name, service),
+                records.get(name),
             )
             for name, service in self._all_known()
             if name in wanted or service.running()
@@ -369,7 +406,7 @@ class Stack:
         recorded = self._recorded_endpoints().get(name)
         if recorded and service.running():
             return recorded
-        return service.endpoint if isinstance(service, AppService) else ""
+        return str(getattr(service, "endpoint", ""))
 
     def recorded_auth(self) -> str | None:
         """How the last `up` started Mosquitto (anonymous or not), if it recorded it."""

@@ -155,6 +155,12 @@ _SIM_RUN = (
     "runs small in tests/device_sim/test_integration.py"
 )
 _BENCH = "a benchmark of minutes on its own servers; parsed here, its parts tested in tests/bench/"
+_CLUSTER = (
+    "needs the Spark cluster `iot-stack up --spark-workers 2` starts on the default ports; "
+    "tests/spark_jobs/test_stream_cluster.py runs `stream --spark-master` and `sql "
+    "--spark-master` on a master and 2 workers of its own (a few minutes of Spark), and the "
+    "report's options run locally in test_analytics_commands_run"
+)
 NOT_RUN = {
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
     "(iot-stack up --analytics --devices 200 --device-rate 2) is parsed here and `up` is "
@@ -201,6 +207,14 @@ NOT_RUN = {
     "iot-analytics stream --available-now": "Spark Structured Streaming from Kafka, about a "
     "minute of Spark on this machine; tests/spark_jobs/test_kafka_e2e.py runs the job with "
     "available-now against the test Kafka",
+    "iot-analytics stream --spark-master spark://127.0.0.1:7077": _CLUSTER,
+    "iot-stack up --analytics --spark-workers 2": "starts the services and a Spark master and "
+    "workers on the default ports (1883, 9092, 7077, 8080, ...), which may be taken on a test "
+    "machine; tests/stack/test_spark_cluster.py checks what it starts, "
+    "tests/spark_jobs/test_stream_cluster.py runs such a cluster with the job on free ports",
+    "iot-analytics report --spark-master spark://127.0.0.1:7077 --since -2h --out var/report": (
+        _CLUSTER
+    ),
     "python -m bench run --suite ingest": _BENCH,
     "python -m bench run --suite ingest --quick": _BENCH,
     "python -m bench report bench/results/ingest.json": "re-renders the recorded benchmark "

@@ -79,3 +79,86 @@ def test_connector_jars_found_in_the_default_dir() -> None:
     names = [j.name for j in cfg.jars()]
     assert any(n.startswith("spark-sql-kafka-0-10_2.13-") for n in names)
     assert any(n.startswith("kafka-clients-") for n in names)
+
+
+@pytest.mark.parametrize(
+    "master", ["local", "local[*]", "local[2]", "local[4,3]", "spark://127.0.0.1:7077",
+               "spark://m1.example:7077,m2.example:7077"],
+)  # fmt: skip
+def test_masters_accepted(master: str) -> None:
+    assert AnalyticsConfig.load(env={"IOT_SPARK_MASTER": master}).spark_master == master
+
+
+@pytest.mark.parametrize(
+    "master", ["", "local[0]", "local[x]", "spark://host", "spark://:7077", "yarn",
+               "http://127.0.0.1:8080", "spark://h:7077/"],
+)  # fmt: skip
+def test_masters_rejected(master: str) -> None:
+    with pytest.raises(ConfigError, match="spark_master must be"):
+        AnalyticsConfig.load(env={}, spark_master=master)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"spark_executor_memory": "lots"},
+        {"spark_driver_memory": "0g"},
+        {"spark_executor_cores": 0},
+        {"spark_cores_max": -1},
+        {"spark_ui_port": 70000},
+    ],
+)
+def test_rejects_bad_spark_resources(overrides: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        AnalyticsConfig.load(env={}, **overrides)
+
+
+def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
+    cfg = AnalyticsConfig.load(env={}, spark_master="local[2]", spark_driver_memory="768m")
+    conf = cfg.spark_conf([Path("/j/a.jar"), Path("/j/b.jar")], "/venv/bin/python")
+    assert cfg.local
+    assert conf == {
+        "spark.driver.memory": "768m",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.pyspark.python": "/venv/bin/python",
+        "spark.jars": "/j/a.jar,/j/b.jar",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+
+
+def test_cluster_spark_conf_sets_heaps_cores_jars_and_ui_from_env() -> None:
+    env = {
+        "IOT_SPARK_MASTER": "spark://127.0.0.1:7077",
+        "IOT_SPARK_EXECUTOR_MEMORY": "384m",
+        "IOT_SPARK_EXECUTOR_CORES": "1",
+        "IOT_SPARK_CORES_MAX": "2",
+        "IOT_SPARK_DRIVER_HOST": "127.0.0.1",
+        "IOT_SPARK_UI_PORT": "4040",
+    }
+    cfg = AnalyticsConfig.load(env=env)
+    conf = cfg.spark_conf([Path("/j/spark-sql-kafka.jar")])
+    assert not cfg.local
+    assert {k: v for k, v in conf.items() if not k.startswith("spark.sql")} == {
+        "spark.driver.memory": "1g",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "4040",
+        # the connector reaches the executors through spark.jars (served by the driver)
+        "spark.jars": "/j/spark-sql-kafka.jar",
+        "spark.executor.memory": "384m",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "2",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    # no cap, no driver host: Spark's own choices (every free core, the host name's address)
+    bare = AnalyticsConfig.load(env={"IOT_SPARK_MASTER": "spark://m:7077"}).spark_conf()
+    assert "spark.cores.max" not in bare
+    assert "spark.driver.host" not in bare
+    assert "spark.jars" not in bare

@@ -54,5 +54,26 @@ def test_health_ready_and_metrics_follow_the_job() -> None:
         assert samples[("iot_analytics_query_restarts", "rejects")] == 1
         assert samples[("iot_analytics_kafka_reachable", "")] == 1
         assert samples[("iot_analytics_ready", "")] == 0
+        assert samples[("iot_analytics_executors", "")] == -1  # local mode
+
+        job.spark_master, job.spark_ui = "spark://127.0.0.1:7077", "http://127.0.0.1:4040"
+        job.query("rejects").started(now=2)
+        job.query("device_minute").stalled = False
+        job.observe_executors(0, now=3)
+        code, body = _get(f"{base}/readyz")
+        assert (code, body.split(":")[0]) == (503, "no executors on spark")
+        text = _get(f"{base}/metrics")[1]
+        info = [
+            s for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name in ("iot_analytics_executors", "iot_analytics_spark_info")
+        ]  # fmt: skip
+        assert [(s.name, s.labels, s.value) for s in info] == [
+            ("iot_analytics_executors", {}, 0),
+            (
+                "iot_analytics_spark_info",
+                {"master": "spark://127.0.0.1:7077", "ui": "http://127.0.0.1:4040"},
+                1,
+            ),
+        ]
     finally:
         endpoint.stop()

@@ -122,3 +122,26 @@ def test_settings_from_environment() -> None:
         HealthSettings.from_env({"IOT_ANALYTICS_STALL_AFTER": "soon"})
     with pytest.raises(ConfigError):
         HealthSettings(restart_initial_s=10, restart_max_s=5)
+
+
+def test_a_cluster_job_without_executors_is_not_ready() -> None:
+    """The silent hang: with its only worker gone a query stays active and never fails."""
+    job = JobHealth(running=True, spark_master="spark://127.0.0.1:7077")
+    job.query("a").started(now=0)
+    assert job.observe_executors(None, now=1) is False  # local mode: no executors of its own
+    assert job.ready
+    assert job.observe_executors(2, now=2) is False
+    assert job.ready
+    assert job.observe_executors(0, now=3) is True  # the last worker died
+    assert job.executors_lost_at == 3
+    assert not job.ready
+    assert job.query("a").active  # nothing failed: only the executor count tells
+    assert job.problems() == [
+        "no executors on spark://127.0.0.1:7077: no live Spark worker has the cores and memory "
+        "this job asks for; its queries wait (they do not fail) until one does"
+    ]
+    assert job.observe_executors(0, now=13) is False  # still none: no new event
+    assert job.executors_lost_at == 3
+    assert job.observe_executors(1, now=20) is True  # a worker is back
+    assert job.ready
+    assert job.executors_lost_at is None
