@@ -196,8 +196,18 @@ class GroupConsumer:
                 log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, exc)
 
     async def ack(self, records: list[Fetched]) -> None:
-        """The answer carrying ``records`` was written: drop them and commit past them."""
-        await asyncio.to_thread(self._ack_blocking, records)
+        """The answer carrying ``records`` was written: drop them and commit past them.
+
+        Not cancellable: a client that closes its connection right after reading the answer
+        makes aiohttp cancel the handler here; leaving early would release :attr:`lock` while
+        the records are still in the buffer, and the id's next request would return them again
+        (the repeated first batch of docs/api.md's phase 1 notes)."""
+        done = asyncio.ensure_future(asyncio.to_thread(self._ack_blocking, records))
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait({done})  # hold the lock until the buffer and commit are done
+            raise
 
     async def keep_alive(self) -> None:
         """Between requests: take part in rebalances and read ahead into the buffer."""
