@@ -227,6 +227,7 @@ class ConsumerPool:
         self._consumers: dict[tuple[str, str, str], GroupConsumer] = {}
         self._creating: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._keeper: asyncio.Task[None] | None = None
+        self.hits = self.misses = self.timeouts = 0  # MR's consumer cache metrics
 
     def start(self) -> None:
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
@@ -238,7 +239,9 @@ class ConsumerPool:
         key = (topic, group, consumer_id)
         found = self._consumers.get(key)
         if found is not None:
+            self.hits += 1
             return found
+        self.misses += 1
         async with self._creating.setdefault(key, asyncio.Lock()):
             found = self._consumers.get(key)
             if found is None:
@@ -262,6 +265,7 @@ class ConsumerPool:
             for consumer in list(self._consumers.values()):
                 try:
                     if now - consumer.last_used > self._idle_s and not consumer.lock.locked():
+                        self.timeouts += 1
                         await self.drop(consumer)
                     else:
                         await consumer.keep_alive()

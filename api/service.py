@@ -9,13 +9,15 @@ import signal
 
 from aiohttp import web
 
+from api.apikeys import ApiKeyHandlers
 from api.app import Handlers, build_app
-from api.auth import RegistryAuthenticator
+from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
 from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
+from api.topic_access import AclHandlers, TopicGuard
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
@@ -38,7 +40,14 @@ class ApiService:
         self.auth = (
             None
             if cfg.insecure_anonymous
-            else RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
+            else RegistryAuthenticator(
+                cfg.kafka_bootstrap,
+                cfg.registry_topic,
+                audit_topic=cfg.registry_audit_topic,
+                transactional_id=cfg.registry_transactional_id,
+                master=load_master(cfg.api_key_master_file),
+                window_s=cfg.hmac_window_s,
+            )
         )
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
@@ -52,7 +61,9 @@ class ApiService:
         if self.auth is not None:
             await self.auth.start()
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
-        app = build_app(handlers, self.auth)
+        handlers.guard = TopicGuard(self.auth)
+        extra = (ApiKeyHandlers(self.auth), AclHandlers(handlers.guard, self.admin.exists))
+        app = build_app(handlers, self.auth, extra)
         self._runner = web.AppRunner(
             app,
             access_log=None,
@@ -69,7 +80,7 @@ class ApiService:
             "iot-api listening on http://%s:%d (auth: %s)",
             self.cfg.api_host,
             self.port,
-            "anonymous (insecure)" if self.auth is None else "registry Basic",
+            "anonymous (insecure)" if self.auth is None else "registry accounts and api keys",
         )
         self.started.set()
 
