@@ -37,12 +37,11 @@ ROUTE_ACCESS: dict[str, Access] = {
     "permit_consumer": Access.MANAGE,
     "revoke_consumer": Access.MANAGE,
 }
-PRINCIPAL = "principal"  # the request key the authenticated caller is kept under
+PRINCIPAL = web.RequestKey("principal", Principal)  # the authenticated caller of a request
 
 
 def principal_of(request: web.Request) -> Principal | None:
-    found = request.get(PRINCIPAL)
-    return found if isinstance(found, Principal) else None
+    return request.get(PRINCIPAL)
 
 
 def denied(principal: Principal, access: Access, topic: str) -> ApiError:
