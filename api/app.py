@@ -58,6 +58,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NO_CACHE = {"Cache-Control": "no-store, no-cache, must-revalidate", "Pragma": "no-cache",
             "Expires": "0"}  # fmt: skip
 PROTECTED_TAGS = frozenset({"events", "topics", "apiKeys"})
+KAFKA_TAGS = frozenset({"events", "topics"})  # answered 503 at once while Kafka is down
 
 
 def json_response(
@@ -89,6 +90,7 @@ class Handlers:
         self.stats = metrics
         self.guard = TopicGuard(None)  # the service sets the authenticated one
         self.long_polls = Gate(cfg.max_long_polls)
+        self.kafka_up: Callable[[], bool] = lambda: True  # the service sets its probe
 
     async def _body(self, request: web.Request) -> bytes:
         limit = self.cfg.max_request_bytes
@@ -150,9 +152,10 @@ class Handlers:
             await response.prepare(request)
             await response.write(body)
             await response.write_eof()
-            # written: only now are they delivered (a disconnect above commits nothing)
+            # written: only now are they delivered (a disconnect above commits nothing); counted
+            # before the commit, which a client closing at once may interrupt (cancel) here
+            self.stats.delivered.inc(len(records))
             await consumer.ack(records)
-        self.stats.delivered.inc(len(records))
         return response
 
     async def consume_incomplete(self, request: web.Request) -> web.Response:
@@ -290,6 +293,7 @@ def _wrap(
     protected = auth is not None and route.tag in PROTECTED_TAGS
     metrics, guard = core.stats, core.guard
     long_poll = route.handler in LONG_POLL_HANDLERS
+    needs_kafka = route.tag in KAFKA_TAGS
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -307,6 +311,8 @@ def _wrap(
                 topic = request.match_info.get("topic")
                 if topic is not None:
                     guard.check(request, topic, guard.route_access(route.handler, route.method))
+            if needs_kafka and not core.kafka_up():
+                raise ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} Kafka does not answer.")
             if long_poll:
                 core.long_polls.enter()
             try:

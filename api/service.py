@@ -15,6 +15,7 @@ from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
+from api.kafka_health import KafkaHealth
 from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
 from api.topic_access import AclHandlers, TopicGuard
@@ -49,6 +50,7 @@ class ApiService:
                 window_s=cfg.hmac_window_s,
             )
         )
+        self.health: KafkaHealth | None = None
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
 
@@ -62,6 +64,10 @@ class ApiService:
             await self.auth.start()
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
         handlers.guard = TopicGuard(self.auth)
+        self.health = KafkaHealth(self.cfg.kafka_bootstrap)
+        self.health.start()
+        health = self.health
+        handlers.kafka_up = lambda: health.up
         extra = (ApiKeyHandlers(self.auth), AclHandlers(handlers.guard, self.admin.exists))
         app = build_app(handlers, self.auth, extra)
         self._runner = web.AppRunner(
@@ -88,6 +94,8 @@ class ApiService:
         if self._runner is not None:
             await self._runner.cleanup()  # stop accepting, let requests in flight finish
         await self.pool.close()
+        if self.health is not None:
+            await self.health.close()
         await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
         self.admin.close()
         if self.auth is not None:

@@ -4,6 +4,7 @@ over sockets on the real Kafka, keys kept in a real registry topic."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,7 +41,10 @@ class Key:
     def hmac(self, when: datetime | None = None, nonce: str | None = None) -> dict[str, str]:
         date = format_datetime(when or datetime.now(UTC), usegmt=True)  # RFC 1123
         signed = f"{date}:{nonce}" if nonce else date
-        headers = {"X-CambriaAuth": f"{self.key}:{sign(self.secret, signed)}", "X-CambriaDate": date}
+        headers = {
+            "X-CambriaAuth": f"{self.key}:{sign(self.secret, signed)}",
+            "X-CambriaDate": date,
+        }
         if nonce:
             headers["X-Nonce"] = nonce
         return headers
@@ -157,7 +161,8 @@ def test_keys_are_issued_stored_hashed_audited_and_signed_with_hmac(
             {**key.hmac(), "X-Nonce": "not-signed"},
             {"Authorization": f"Bearer {wrong.key}:{wrong.secret}"},
         ):
-            reply = Caller(port, lambda h=headers: h)("POST", f"/events/{name}", "x", "text/plain")
+            fixed = Caller(port, functools.partial(dict, headers))
+            reply = fixed("POST", f"/events/{name}", "x", "text/plain")
             assert reply.status == 401, headers
             assert reply.json()["mrstatus"] == 4002
         assert Caller(port, lambda: key.hmac(just_inside))("GET", "/topics").status == 200
@@ -269,7 +274,9 @@ def test_topic_owner_and_acls_are_mr_shaped_enforced_and_durable(
         )
         assert other("GET", f"/events/{name}/g/c?timeout=0").status == 403
         assert owner("GET", f"/events/{name}/g/c?timeout=0").status == 200
-        listed = {t["topicName"]: t["owner"] for t in owner("GET", "/topics/listAll").json()["topics"]}
+        listed = {
+            t["topicName"]: t["owner"] for t in owner("GET", "/topics/listAll").json()["topics"]
+        }
         assert listed[name] == owner_key.key
         assert name not in other("GET", "/topics").json()["topics"]  # cannot read it: not listed
         assert name in owner("GET", "/topics").json()["topics"]
@@ -287,6 +294,8 @@ def test_topic_owner_and_acls_are_mr_shaped_enforced_and_durable(
         assert owner("DELETE", f"/topics/{name}").status == 200
     world.registry.refresh()
     assert name not in world.registry.state.topic_acls
-    actions = [json.loads(v or b"{}")["action"] for _, v in world.store.read_all(world.store.audit_topic)]
+    actions = [
+        json.loads(v or b"{}")["action"] for _, v in world.store.read_all(world.store.audit_topic)
+    ]
     assert actions.count("topic.acl") >= 4
     assert "topic.delete" in actions

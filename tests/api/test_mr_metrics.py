@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from api.errors import ApiError
 from api.limits import Gate
 from api.mr_metrics import CacheCounts, RateMeter, render, wants_json
 
@@ -64,12 +67,9 @@ def test_gate() -> None:
     gate = Gate(2)
     gate.enter()
     gate.enter()
-    try:
+    with pytest.raises(ApiError) as refused:
         gate.enter()
-        raise AssertionError("a third got in")
-    except Exception as exc:  # noqa: BLE001 - the ApiError
-        assert getattr(exc, "status", None) == 429
-        assert getattr(exc, "mrstatus", None) == 5012
+    assert (refused.value.status, refused.value.mrstatus) == (429, 5012)
     gate.leave()
     gate.enter()
     assert gate.inside == 2

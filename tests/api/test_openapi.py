@@ -24,8 +24,17 @@ def test_security_only_when_secured() -> None:
     secured = document("1", secured=True)
     publish = secured["paths"]["/events/{topic}"]["post"]
     # any one of: Basic, bearer, or the Cambria HMAC pair of headers
-    assert publish["security"] == [{"basic": []}, {"bearer": []}, {"cambria": [], "cambriaDate": []}]
-    assert set(secured["components"]["securitySchemes"]) == {"basic", "bearer", "cambria", "cambriaDate"}
+    assert publish["security"] == [
+        {"basic": []},
+        {"bearer": []},
+        {"cambria": [], "cambriaDate": []},
+    ]
+    assert set(secured["components"]["securitySchemes"]) == {
+        "basic",
+        "bearer",
+        "cambria",
+        "cambriaDate",
+    }
     assert "401" in publish["responses"]
     create_key = secured["paths"]["/apiKeys/create"]["post"]
     assert create_key["security"] == publish["security"]
