@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.api.harness import Client, Reply, running_api
-from tests.conftest import Endpoints
 from tests.api.test_mr_metrics import MR_NAMES as MR_METRIC_NAMES
+from tests.conftest import Endpoints
 
 pytestmark = pytest.mark.integration
 
