@@ -37,6 +37,8 @@ _COORDINATOR_MOVING = frozenset(
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError._TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # a new topic's leader not elected yet
+        KafkaError.LEADER_NOT_AVAILABLE,
     }
 )
 _CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
@@ -109,8 +111,15 @@ class GroupConsumer:
             return
         ends = []
         for tp in missing:
-            _low, high = consumer.get_watermark_offsets(tp, timeout=10)
-            ends.append(TopicPartition(self.topic, tp.partition, high))
+            # a topic just made may not have its leader yet (NOT_LEADER_FOR_PARTITION): retried
+            found = _retrying(
+                lambda tp=tp: [  # type: ignore[misc]
+                    TopicPartition(
+                        self.topic, tp.partition, consumer.get_watermark_offsets(tp, timeout=10)[1]
+                    )
+                ]
+            )
+            ends.extend(found)
         try:
             _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
         except KafkaException as exc:  # the group is active elsewhere: its members decide
