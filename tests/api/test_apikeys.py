@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from api.cambria import sign
-from registry.kafka_store import KafkaStore
+from registry.kafka_store import KafkaStore, StoreError
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
@@ -80,7 +81,15 @@ def world(
     tmp_path: Path,
 ) -> World:
     store = store_factory()
-    registry = Registry.open(store, local_admin("test"), write=True)
+    deadline = time.monotonic() + 120
+    while True:  # a fresh test Kafka's transaction coordinator may take a while to load
+        try:
+            registry = Registry.open(store, local_admin("test"), write=True)
+            break
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
     for tenant in ("acme", "globex"):
         registry.create_tenant(tenant)
     registry.create_tenant("default")

@@ -97,7 +97,10 @@ def test_kafka_down_is_503_quickly_and_served_again(
     with running_api(kafka_bootstrap=local.kafka_bootstrap, insecure_anonymous=True) as svc:
         api = Client(svc.port)
         assert api.publish("api.down", "before", "text/plain").status == 200
-        assert api.consume("api.down", group, "c", "?timeout=0").status == 200
+        deadline = time.monotonic() + 120  # a fresh broker's group coordinator may load slowly
+        while api.consume("api.down", group, "c", "?timeout=0").status != 200:
+            assert time.monotonic() < deadline, "the group never started"
+            time.sleep(1)
         local.kafka.stop()
         stopped = time.monotonic()
         timings: dict[str, float] = {}
