@@ -1,14 +1,16 @@
 """The aiohttp application: MR's events and topics over Kafka, health, metrics, OpenAPI.
 
-Routes come from ``api.routes.ROUTES`` (each names a method of :class:`Handlers`); every
-``events``/``topics`` route is authenticated unless the service runs ``--insecure-anonymous``.
+Routes come from ``api.routes.ROUTES`` (each names a method of :class:`Handlers` or of one of
+the extra handler objects); every ``events``/``topics``/``apiKeys`` route is authenticated
+unless the service runs ``--insecure-anonymous``, and a route with a ``{topic}`` is checked
+against the caller's tenant and the topic's ACLs (``api.topic_access``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -17,6 +19,7 @@ from confluent_kafka import KafkaException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import __version__
+from api.access import Access
 from api.auth import RegistryAuthenticator
 from api.config import ApiConfig
 from api.errors import (
@@ -42,16 +45,20 @@ from api.framing import parse_body, request_too_large
 from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError, TopicAdmin, TopicExistsError
 from api.kafka_consumers import ConsumerPool
 from api.kafka_producer import KafkaPublisher
+from api.limits import LONG_POLL_HANDLERS, Gate
 from api.metrics import ApiMetrics
+from api.mr_metrics import CacheCounts, render, wants_json
 from api.openapi import document
-from api.params import check_topic_name, parse_create_topic, poll_params, topic_details
+from api.params import check_topic_name, parse_create_topic, poll_params
 from api.routes import ROUTES, Route
+from api.topic_access import PRINCIPAL, TopicGuard
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NO_CACHE = {"Cache-Control": "no-store, no-cache, must-revalidate", "Pragma": "no-cache",
             "Expires": "0"}  # fmt: skip
-PROTECTED_TAGS = frozenset({"events", "topics", "queues"})  # sawmill checks its `token`
+PROTECTED_TAGS = frozenset({"events", "topics", "queues", "apiKeys"})  # sawmill checks its `token`
+KAFKA_TAGS = frozenset({"events", "topics", "queues"})  # answered 503 at once while Kafka is down
 
 
 def json_response(
@@ -81,7 +88,9 @@ class Handlers:
         self.publisher = publisher
         self.pool = pool
         self.stats = metrics
-        self.descriptions: dict[str, str] = {}  # phase 1: kept by this instance only
+        self.guard = TopicGuard(None)  # the service sets the authenticated one
+        self.long_polls = Gate(cfg.max_long_polls)
+        self.kafka_up: Callable[[], bool] = lambda: True  # the service sets its probe
 
     async def _body(self, request: web.Request) -> bytes:
         limit = self.cfg.max_request_bytes
@@ -143,9 +152,10 @@ class Handlers:
             await response.prepare(request)
             await response.write(body)
             await response.write_eof()
-            # written: only now are they delivered (a disconnect above commits nothing)
+            # written: only now are they delivered (a disconnect above commits nothing); counted
+            # before the commit, which a client closing at once may interrupt (cancel) here
+            self.stats.delivered.inc(len(records))
             await consumer.ack(records)
-        self.stats.delivered.inc(len(records))
         return response
 
     async def consume_incomplete(self, request: web.Request) -> web.Response:
@@ -158,13 +168,19 @@ class Handlers:
 
     # --- topics ----------------------------------------------------------------------------
 
-    async def list_topics(self, _request: web.Request) -> web.Response:
-        return json_response({"topics": sorted(await self.admin.topics())})
+    async def list_topics(self, request: web.Request) -> web.Response:
+        names = self.guard.visible(request, list(await self.admin.topics()))
+        return json_response({"topics": names})
 
-    async def list_all_topics(self, _request: web.Request) -> web.Response:
-        names = sorted(await self.admin.topics())
+    async def list_all_topics(self, request: web.Request) -> web.Response:
+        names = self.guard.visible(request, list(await self.admin.topics()))
         return json_response(
-            {"topics": [{"topicName": n, "owner": "", "txenabled": False} for n in names]}
+            {
+                "topics": [
+                    {"topicName": n, "owner": self.guard.owner(n), "txenabled": False}
+                    for n in names
+                ]
+            }
         )
 
     async def topic_details(self, request: web.Request) -> web.Response:
@@ -175,10 +191,11 @@ class Handlers:
                 GET_TOPICS_DETAILS_FAIL,
                 f"Failed to retrieve details of topic:{topic}Topic [{topic}] does not exist.",
             )
-        return json_response(topic_details(topic, self.descriptions.get(topic, "")))
+        return json_response(self.guard.details(topic))
 
     async def create_topic(self, request: web.Request) -> web.Response:
         wanted = parse_create_topic(await self._body(request))
+        self.guard.check(request, wanted.name, Access.WRITE)
         try:
             await self.admin.create(
                 wanted.name, wanted.partitions or self.cfg.default_partitions, wanted.replicas
@@ -190,8 +207,7 @@ class Handlers:
                 f"Failed to create topic:Could not create topic [{wanted.name}]. "
                 "Topic Alreay exists.",
             ) from None
-        self.descriptions[wanted.name] = wanted.description
-        return json_response(topic_details(wanted.name, wanted.description))
+        return json_response(await self.guard.created(request, wanted.name, wanted.description))
 
     async def delete_topic(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
@@ -204,7 +220,7 @@ class Handlers:
                 f"Failed to delete topic:{topic}Failed to delete topic. "
                 f"Topic [{topic}] does not exist.",
             ) from None
-        self.descriptions.pop(topic, None)
+        await self.guard.deleted(request, topic)
         return web.Response(text=f"Topic [{topic}] deleted successfully", content_type="text/html")
 
     # --- service ---------------------------------------------------------------------------
@@ -217,10 +233,32 @@ class Handlers:
             return json_response({"status": "ready"})
         raise ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} Kafka does not answer.")
 
-    async def metrics(self, _request: web.Request) -> web.Response:
+    async def metrics(self, request: web.Request) -> web.Response:
         self.stats.consumers.set(len(self.pool))
+        if wants_json(request.headers.get("Accept")):
+            return json_response(self._mr_metrics(), headers=NO_CACHE)
         body = generate_latest(self.stats.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def _mr_metrics(self) -> dict[str, Any]:
+        pool = self.pool
+        cache = CacheCounts(pool.hits, pool.misses, len(pool), pool.timeouts)
+        started = self.stats.started_epoch_s
+        return render(
+            __version__,
+            started_epoch_s=started,
+            now_epoch_s=time.time(),
+            recv=self.stats.recv,
+            send=self.stats.send,
+            cache=cache,
+        )
+
+    async def metric(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        found = self._mr_metrics().get(name)
+        if found is None:
+            raise ApiError(404, RESOURCE_NOT_FOUND, f"No metric named [{name}].")
+        return json_response({name: found}, headers=NO_CACHE)
 
     async def openapi(self, _request: web.Request) -> web.Response:
         return json_response(document(__version__, secured=not self.cfg.insecure_anonymous))
@@ -250,22 +288,39 @@ async def mr_errors(request: web.Request, handler: Handler) -> web.StreamRespons
 
 
 def _wrap(
-    route: Route, handler: Handler, auth: RegistryAuthenticator | None, metrics: ApiMetrics
+    route: Route, handler: Handler, auth: RegistryAuthenticator | None, core: Handlers
 ) -> Handler:
     protected = auth is not None and route.tag in PROTECTED_TAGS
+    metrics, guard = core.stats, core.guard
+    long_poll = route.handler in LONG_POLL_HANDLERS
+    needs_kafka = route.tag in KAFKA_TAGS
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         status = 500
         try:
             if protected and auth is not None:
-                header = request.headers.get("Authorization")
-                if await auth.authenticate(header) is None:
+                principal = await auth.principal(request.headers)
+                if principal is None:
                     # MR: listing topics with credentials that fail is 403, otherwise 401
                     listing = route.handler in ("list_topics", "list_all_topics")
-                    status = 403 if listing and header else 401
+                    given = "Authorization" in request.headers or "X-CambriaAuth" in request.headers
+                    status = 403 if listing and given else 401
                     raise ApiError(status, ACCESS_NOT_PERMITTED, AUTH_FAILURE)
-            response = await handler(request)
+                request[PRINCIPAL] = principal
+                # a queue is a topic too (its dead letters `<queue>.dlq` share its tenant)
+                topic = request.match_info.get("topic") or request.match_info.get("queue")
+                if topic is not None:
+                    guard.check(request, topic, guard.route_access(route.handler, route.method))
+            if needs_kafka and not core.kafka_up():
+                raise ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} Kafka does not answer.")
+            if long_poll:
+                core.long_polls.enter()
+            try:
+                response = await handler(request)
+            finally:
+                if long_poll:
+                    core.long_polls.leave()
             status = response.status
             return response
         except ApiError as exc:
@@ -279,15 +334,16 @@ def _wrap(
 
 
 def build_app(
-    handlers: Handlers, auth: RegistryAuthenticator | None, *more: object
+    handlers: Handlers, auth: RegistryAuthenticator | None, extra: Sequence[object] = ()
 ) -> web.Application:
-    """``more``: handler objects of other route rows (sawmill's facade, the queues)."""
+    """``extra``: further objects whose methods the route table names (the first that has the
+    named method serves the route)."""
     # the body limit is ours (413 with MR's code); aiohttp's own is set past it
     app = web.Application(
         middlewares=[mr_errors], client_max_size=handlers.cfg.max_request_bytes + 1
     )
     for route in ROUTES:
-        owner = next((h for h in (handlers, *more) if hasattr(h, route.handler)), handlers)
+        owner = next(o for o in (handlers, *extra) if hasattr(o, route.handler))
         handler = getattr(owner, route.handler)
-        app.router.add_route(route.method, route.path, _wrap(route, handler, auth, handlers.stats))
+        app.router.add_route(route.method, route.path, _wrap(route, handler, auth, handlers))
     return app

@@ -65,6 +65,23 @@ class ApiConfig:
         False, "HTTP Basic auth against the registry's service accounts (user:secret)."
     )
     registry_topic: str = _setting("iot.registry", "Compacted registry topic (registry_auth).")
+    registry_audit_topic: str = _setting(
+        "iot.registry.audit", "The registry's audit topic (api key and ACL changes are audited)."
+    )
+    registry_transactional_id: str = _setting(
+        "iot-registry", "The registry writers' transactional id (/apiKeys and ACL changes)."
+    )
+    api_key_master_file: str = _setting(
+        "",
+        "File of the key that derives api key secrets (made 0600 on first start). Needed for "
+        "Cambria HMAC signatures; without it keys work with bearer and Basic only.",
+    )
+    hmac_window_s: float = _setting(
+        600.0, "Cambria HMAC clock window: |now - X-CambriaDate| at most this (s)."
+    )
+    max_long_polls: int = _setting(
+        1000, "Long polls served at once; one more is answered 429 (mrstatus 5012) at once."
+    )
     shutdown_timeout_s: float = _setting(
         10.0, "On SIGTERM: how long in-flight requests get to finish."
     )
@@ -109,6 +126,8 @@ class ApiConfig:
             (self.default_partitions >= 0, "default_partitions must be >= 0"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a Kafka topic"),
             (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
+            (self.hmac_window_s > 0, "hmac_window_s must be > 0"),
+            (self.max_long_polls >= 1, "max_long_polls must be >= 1"),
             (self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}"),
             (self.sse_heartbeat_s > 0, "sse_heartbeat_s must be > 0"),
             (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic is not a topic"),

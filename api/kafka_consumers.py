@@ -201,8 +201,18 @@ class GroupConsumer:
                 log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, exc)
 
     async def ack(self, records: list[Fetched]) -> None:
-        """The answer carrying ``records`` was written: drop them and commit past them."""
-        await asyncio.to_thread(self._ack_blocking, records)
+        """The answer carrying ``records`` was written: drop them and commit past them.
+
+        Not cancellable: a client that closes its connection right after reading the answer
+        makes aiohttp cancel the handler here; leaving early would release :attr:`lock` while
+        the records are still in the buffer, and the id's next request would return them again
+        (the repeated first batch of docs/api.md's phase 1 notes)."""
+        done = asyncio.ensure_future(asyncio.to_thread(self._ack_blocking, records))
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait({done})  # hold the lock until the buffer and commit are done
+            raise
 
     async def keep_alive(self) -> None:
         """Between requests: take part in rebalances and read ahead into the buffer."""
@@ -222,6 +232,7 @@ class ConsumerPool:
         self._consumers: dict[tuple[str, str, str], GroupConsumer] = {}
         self._creating: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._keeper: asyncio.Task[None] | None = None
+        self.hits = self.misses = self.timeouts = 0  # MR's consumer cache metrics
 
     def start(self) -> None:
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
@@ -233,7 +244,9 @@ class ConsumerPool:
         key = (topic, group, consumer_id)
         found = self._consumers.get(key)
         if found is not None:
+            self.hits += 1
             return found
+        self.misses += 1
         async with self._creating.setdefault(key, asyncio.Lock()):
             found = self._consumers.get(key)
             if found is None:
@@ -257,6 +270,7 @@ class ConsumerPool:
             for consumer in list(self._consumers.values()):
                 try:
                     if now - consumer.last_used > self._idle_s and not consumer.lock.locked():
+                        self.timeouts += 1
                         await self.drop(consumer)
                     else:
                         await consumer.keep_alive()

@@ -82,16 +82,66 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Status": {"type": "object", "properties": {"status": _STRING}},
     **sawmill.SCHEMAS,
     **queue_model.SCHEMAS,
+    "Acl": _ACL,
+    "MrMetrics": {
+        "type": "object",
+        "description": "MR's metrics: name -> {summary, raw}.",
+        "additionalProperties": {
+            "type": "object",
+            "properties": {"summary": _STRING, "raw": {"oneOf": [{"type": "number"}, _STRING]}},
+        },
+    },
+    "ApiKeyList": {
+        "type": "object",
+        "properties": {"apiKeys": {"type": "array", "items": _STRING}},
+    },
+    "ApiKeyCreate": {
+        "type": "object",
+        "properties": {
+            "email": _STRING,
+            "description": _STRING,
+            "tenant": {**_STRING, "description": "Default: the caller's tenant, else default."},
+            "role": {**_STRING, "enum": ["api", "viewer", "operator", "tenant-admin"]},
+        },
+    },
+    "ApiKey": {
+        "type": "object",
+        "properties": {
+            "key": _STRING,
+            "aux": {"type": "object", "properties": {"email": _STRING, "description": _STRING}},
+            "tenant": _STRING,
+            "role": _STRING,
+            "disabled": {"type": "boolean"},
+        },
+    },
+    "ApiKeyIssued": {
+        "allOf": [
+            {"$ref": "#/components/schemas/ApiKey"},
+            {"type": "object", "properties": {"secret": _STRING}},
+        ]
+    },
 }
-_BASIC_TAGS = ("events", "topics", "queues")  # the rest of sawmill's tag: its `token` header
+PROTECTED_TAGS = (
+    "events",
+    "topics",
+    "queues",
+    "apiKeys",
+)  # the rest of sawmill's tag: its `token` header
+SECURITY: list[dict[str, list[str]]] = [
+    {"basic": []},
+    {"bearer": []},
+    {"cambria": [], "cambriaDate": []},
+]
 
 _ERROR_TEXT = {
     400: "Malformed request or body.",
     401: "Missing or invalid credentials.",
-    403: "Credentials given that fail (MR's answer on topic listing).",
+    403: "Not permitted: another tenant's topic, not on the topic's ACL, not the key's owner "
+    "(or, on topic listing, credentials given that fail, as MR).",
     404: "No such topic or resource.",
     409: "Already exists.",
     413: "Message or request too large.",
+    429: "Too many long polls in progress (mrstatus 5012).",
     503: "Kafka unavailable or did not acknowledge in time.",
 }
 
@@ -125,22 +175,25 @@ def _operation(route: Route, secured: bool) -> dict[str, Any]:
     if route.ok == "text":
         ok_content = {"text/html": {"schema": _STRING}}
     elif route.ok == "prometheus":
-        ok_content = {"text/plain": {"schema": _STRING}}
+        ok_content = {
+            "text/plain": {"schema": _STRING},
+            "application/json": {"schema": _ref("MrMetrics")},
+        }
     elif route.ok == "event-stream":
         ok_content = {"text/event-stream": {"schema": _STRING}}
     else:
         ok_schema = _ref(route.ok_schema) if route.ok_schema else {"type": "object"}
         ok_content = {"application/json": {"schema": ok_schema}}
     responses: dict[str, Any] = {"200": {"description": "OK", "content": ok_content}}
-    codes = set(route.errors) | ({401} if secured and route.tag in _BASIC_TAGS else set())
+    codes = set(route.errors) | ({401} if secured and route.tag in PROTECTED_TAGS else set())
     for code in sorted(codes):
         responses[str(code)] = {
             "description": _ERROR_TEXT.get(code, "Error."),
             "content": {"application/json": {"schema": _ref("Error")}},
         }
     op["responses"] = responses
-    if secured and route.tag in _BASIC_TAGS:
-        op["security"] = [{"basic": []}]
+    if secured and route.tag in PROTECTED_TAGS:
+        op["security"] = SECURITY
     elif secured and route.tag == "sawmill":
         op["security"] = [{"token": []}]
     return op
@@ -162,7 +215,24 @@ def document(version: str, *, secured: bool) -> dict[str, Any]:
     }
     if secured:
         doc["components"]["securitySchemes"] = {
-            "basic": {"type": "http", "scheme": "basic"},
+            "basic": {
+                "type": "http",
+                "scheme": "basic",
+                "description": "A registry account, or an api key and its secret.",
+            },
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "`Authorization: Bearer <key>:<secret>`.",
+            },
+            "cambria": {
+                "type": "apiKey",
+                "in": "header",
+                "name": "X-CambriaAuth",
+                "description": "`<key>:<Base64(HMAC-SHA1(secret, X-CambriaDate[:X-Nonce]))>`; "
+                "the date within the clock window (default 10 min).",
+            },
+            "cambriaDate": {"type": "apiKey", "in": "header", "name": "X-CambriaDate"},
             "token": {"type": "apiKey", "in": "header", "name": "token"},  # account:secret
         }
     return doc

@@ -44,6 +44,8 @@ PUBLISH_TYPES = (
     "application/octet-stream",
 )
 INT = {"type": "integer"}
+API_KEY = Param("key", "path", "An api key (16 letters and digits).")
+ACL_KEY = Param("apiKey", "path", "The api key to add to or take off the list.")
 
 QUEUE = Param(
     "queue",
@@ -164,8 +166,46 @@ ROUTES: tuple[Route, ...] = (
           ok_schema="Status"),
     Route("GET", "/readyz", "readyz", "Readiness: Kafka answers a metadata request.", "service",
           ok_schema="Status", errors=(503,)),
-    Route("GET", "/metrics", "metrics", "Prometheus metrics.", "service", ok="prometheus"),
+    Route("GET", "/metrics", "metrics",
+          "Prometheus metrics; MR's JSON ({name: {summary, raw}}) to Accept: application/json.",
+          "service", ok="prometheus"),
     Route("GET", "/openapi.json", "openapi", "This document.", "service"),
+    # --- access: api keys, topic ACLs, MR's metrics JSON (api.apikeys, api.topic_access) ---
+    Route("GET", "/metrics/{name}", "metric", "One of MR's metrics as JSON.", "service",
+          params=(Param("name", "path", "An MR metric name (recvTotalEvents, upTime, ...)."),),
+          ok_schema="MrMetrics", errors=(404,)),
+    Route("GET", "/apiKeys", "list_keys", "Api keys the caller may see.", "apiKeys",
+          ok_schema="ApiKeyList", errors=(403,)),
+    Route("POST", "/apiKeys/create", "create_key",
+          "Issue a key scoped to a tenant and role; the secret is in this answer only.",
+          "apiKeys", body=("application/json",), body_schema="ApiKeyCreate",
+          ok_schema="ApiKeyIssued", errors=(400, 403, 503)),
+    Route("GET", "/apiKeys/{key}", "show_key", "One key (never its secret).", "apiKeys",
+          params=(API_KEY,), ok_schema="ApiKey", errors=(404,)),
+    Route("PUT", "/apiKeys/{key}", "update_key", "Change a key's email or description.",
+          "apiKeys", params=(API_KEY,), body=("application/json",), body_schema="ApiKeyCreate",
+          ok_schema="ApiKey", errors=(400, 403, 404)),
+    Route("PATCH", "/apiKeys/{key}", "update_key", "As PUT (MR's Java client uses PATCH).",
+          "apiKeys", params=(API_KEY,), body=("application/json",), body_schema="ApiKeyCreate",
+          ok_schema="ApiKey", errors=(400, 403, 404)),
+    Route("DELETE", "/apiKeys/{key}", "delete_key", "Delete a key.", "apiKeys",
+          params=(API_KEY,), ok="text", errors=(403, 404)),
+    Route("GET", "/topics/{topic}/producers", "producers", "The topic's writer ACL.", "topics",
+          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
+    Route("PUT", "/topics/{topic}/producers/{apiKey}", "permit_producer",
+          "Let a key publish (a non-empty list admits only its keys and the owner).", "topics",
+          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+    Route("DELETE", "/topics/{topic}/producers/{apiKey}", "revoke_producer",
+          "Take a key off the writer ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
+          errors=(403, 404)),
+    Route("GET", "/topics/{topic}/consumers", "consumers", "The topic's reader ACL.", "topics",
+          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
+    Route("PUT", "/topics/{topic}/consumers/{apiKey}", "permit_consumer",
+          "Let a key consume (a non-empty list admits only its keys and the owner).", "topics",
+          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+    Route("DELETE", "/topics/{topic}/consumers/{apiKey}", "revoke_consumer",
+          "Take a key off the reader ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
+          errors=(403, 404)),
 )  # fmt: skip
 # after MR's rows: sawmill's facade and the queues (api.sawmill_app, api.queue_app)
 ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from api import __version__, sawmill, sawmill_kafka
+from api.access import Access
 from api.auth import RegistryAuthenticator
 from api.config import ApiConfig
 from api.errors import ApiError
@@ -28,6 +29,7 @@ from api.kafka_producer import KafkaPublisher
 from api.openapi import document
 from api.params import check_topic_name
 from api.sawmill import SawmillError
+from api.topic_access import PRINCIPAL, TopicGuard
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.5  # one stream read; a closing service ends its streams within this
@@ -51,6 +53,7 @@ class SawmillHandlers:
         self.admin = admin
         self.publisher = publisher
         self.auth = auth
+        self.guard = TopicGuard(auth)  # the same tenant and ACL rules as MR's /events
         self.closing = asyncio.Event()
 
     def close(self) -> None:
@@ -63,8 +66,10 @@ class SawmillHandlers:
         run: Callable[[], Awaitable[web.StreamResponse]],
         *,
         token: bool = True,
+        access: Access = Access.READ,
     ) -> web.StreamResponse:
-        """sawmill's token check and its error shapes around one handler."""
+        """sawmill's token check, the caller's right to the path's topic (``access``: a tenant's
+        key reaches only its tenant's topics, as on ``/events``) and sawmill's error shapes."""
         try:
             if token and self.auth is not None:
                 header = sawmill.authorization_from(
@@ -72,8 +77,12 @@ class SawmillHandlers:
                 )
                 if header is None:
                     return _json(sawmill.MISSING_TOKEN, 400)
-                if await self.auth.authenticate(header) is None:
+                principal = await self.auth.principal({"Authorization": header})
+                if principal is None:
                     return _json(sawmill.INVALID_TOKEN, 401)
+                request[PRINCIPAL] = principal
+                if "topic" in request.match_info:
+                    self.guard.check(request, self._topic(request), access)
             return await run()
         except SawmillError as exc:
             return _json(exc.body, exc.status)
@@ -105,7 +114,7 @@ class SawmillHandlers:
                 return _json(sawmill.KAFKA_DOWN, 503)
             return _json(sawmill.PUSHED)
 
-        return await self._guarded(request, run)
+        return await self._guarded(request, run, access=Access.WRITE)
 
     async def sawmill_consume(self, request: web.Request) -> web.StreamResponse:
         async def run() -> web.StreamResponse:
@@ -218,12 +227,13 @@ class SawmillHandlers:
                 raise sawmill.error(400, f"topic {topic} not found") from None
             return _json({"status": "pass", "message": f"topic {topic} deleted"})
 
-        return await self._guarded(request, run)
+        return await self._guarded(request, run, access=Access.MANAGE)
 
     async def sawmill_topics(self, request: web.Request) -> web.StreamResponse:
         async def run() -> web.StreamResponse:
             names = await self.admin.topics()
-            return _json(sorted(n for n in names if not n.startswith("__")))
+            mine = self.guard.visible(request, [n for n in names if not n.startswith("__")])
+            return _json(sorted(mine))
 
         return await self._guarded(request, run)
 

@@ -9,17 +9,20 @@ import signal
 
 from aiohttp import web
 
+from api.apikeys import ApiKeyHandlers
 from api.app import Handlers, build_app
-from api.auth import RegistryAuthenticator
+from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.console.app import Console, build_console_app
 from api.console.config import ConsoleConfig
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
+from api.kafka_health import KafkaHealth
 from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
 from api.queue_app import QueueHandlers
 from api.sawmill_app import SawmillHandlers
+from api.topic_access import AclHandlers, TopicGuard
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
@@ -43,10 +46,18 @@ class ApiService:
         self.auth = (
             None
             if cfg.insecure_anonymous
-            else RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
+            else RegistryAuthenticator(
+                cfg.kafka_bootstrap,
+                cfg.registry_topic,
+                audit_topic=cfg.registry_audit_topic,
+                transactional_id=cfg.registry_transactional_id,
+                master=load_master(cfg.api_key_master_file),
+                window_s=cfg.hmac_window_s,
+            )
         )
         self.sawmill: SawmillHandlers | None = None
         self.queues: QueueHandlers | None = None
+        self.health: KafkaHealth | None = None
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
 
@@ -62,7 +73,18 @@ class ApiService:
         self.sawmill = SawmillHandlers(self.cfg, self.admin, self.publisher, self.auth)
         self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
         self.queues.start()
-        app = build_app(handlers, self.auth, self.sawmill, self.queues)
+        handlers.guard = TopicGuard(self.auth)
+        self.health = KafkaHealth(self.cfg.kafka_bootstrap)
+        self.health.start()
+        health = self.health
+        handlers.kafka_up = lambda: health.up
+        extra = (
+            ApiKeyHandlers(self.auth),
+            AclHandlers(handlers.guard, self.admin.exists),
+            self.sawmill,
+            self.queues,
+        )
+        app = build_app(handlers, self.auth, extra)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
             console = Console(
@@ -86,7 +108,7 @@ class ApiService:
             "iot-api listening on http://%s:%d (auth: %s)",
             self.cfg.api_host,
             self.port,
-            "anonymous (insecure)" if self.auth is None else "registry Basic",
+            "anonymous (insecure)" if self.auth is None else "registry accounts and api keys",
         )
         self.started.set()
 
@@ -98,6 +120,8 @@ class ApiService:
         if self.queues is not None:
             await self.queues.close()
         await self.pool.close()
+        if self.health is not None:
+            await self.health.close()
         await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
         self.admin.close()
         if self.auth is not None:

@@ -15,6 +15,7 @@ both topics change together or not at all.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 
@@ -40,6 +41,13 @@ class WriterFencedError(StoreError):
 
 
 Record = tuple[bytes, bytes | None]
+_COORDINATOR_LOADING = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
+)
 
 
 class KafkaStore:
@@ -134,19 +142,27 @@ class KafkaStore:
 
     def open_writer(self) -> None:
         """Become the one writer (fencing any other), before reading state to write on."""
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "transactional.id": self.transactional_id,
-                "enable.idempotence": True,
-                "acks": "all",
-                "transaction.timeout.ms": 60000,
-            }
-        )
-        try:
-            producer.init_transactions(self.timeout)
-        except KafkaException as exc:
-            raise StoreError(f"could not become the registry writer: {exc.args[0]}") from exc
+        deadline = time.monotonic() + self.timeout
+        while True:
+            producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "transactional.id": self.transactional_id,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "transaction.timeout.ms": 60000,
+                }
+            )
+            try:
+                producer.init_transactions(self.timeout)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                # a fresh broker's transaction coordinator may still be loading: try again
+                again = err.retriable() or err.code() in _COORDINATOR_LOADING
+                if not again or time.monotonic() > deadline:
+                    raise StoreError(f"could not become the registry writer: {err}") from exc
+                time.sleep(0.5)
         self._producer = producer
 
     def commit(self, records: Sequence[Record], audits: Iterable[AuditRecord]) -> None:

@@ -7,9 +7,10 @@ JSON form is the value stored on the compacted Kafka topic (see state.py for the
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from registry import ids
 from registry.errors import RegistryError
@@ -149,7 +150,63 @@ class ServiceAccount:
             raise ModelError("an account needs a secret or a certificate")
 
 
-Entity = Tenant | Device | ServiceAccount
+API_KEY_ROLES = frozenset({Role.API, Role.VIEWER, Role.OPERATOR, Role.TENANT_ADMIN})
+API_KEY_RE: Final = re.compile(r"[A-Za-z0-9]{16}")
+TOPIC_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An HTTP API key (DMaaP MR's ``/apiKeys``), scoped to one tenant and one role.
+
+    The secret is never stored: ``secret_hash`` is its scrypt hash (bearer and Basic checks)
+    and ``salt`` lets the HTTP service re-derive it from its master key for Cambria HMAC
+    signatures (an HMAC check needs the secret itself, see docs/api.md)."""
+
+    key: str
+    tenant: str
+    role: Role
+    salt: str
+    secret_hash: str
+    email: str = ""
+    description: str = ""
+    disabled: bool = False
+    version: int = 1
+    created_at: int = 0
+    updated_at: int = 0
+
+    def __post_init__(self) -> None:
+        if API_KEY_RE.fullmatch(self.key) is None:
+            raise ModelError(f"invalid api key id {self.key!r}: 16 letters or digits")
+        ids.tenant_id(self.tenant)
+        if self.role not in API_KEY_ROLES:
+            raise ModelError(f"role {self.role} is not for api keys")
+        if not (self.salt and self.secret_hash):
+            raise ModelError("an api key needs a salt and a secret hash")
+
+
+@dataclass(frozen=True)
+class TopicAcl:
+    """MR's topic metadata: owner (an api key, or "" = open), description and the producer /
+    consumer access lists (api keys; an empty list leaves that access open to the tenant)."""
+
+    topic: str
+    tenant: str
+    owner: str = ""
+    description: str = ""
+    writers: tuple[str, ...] = ()
+    readers: tuple[str, ...] = ()
+    version: int = 1
+    created_at: int = 0
+    updated_at: int = 0
+
+    def __post_init__(self) -> None:
+        if TOPIC_RE.fullmatch(self.topic) is None:
+            raise ModelError(f"invalid topic name {self.topic!r}")
+        ids.tenant_id(self.tenant)
+
+
+Entity = Tenant | Device | ServiceAccount | ApiKey | TopicAcl
 
 
 def bump(entity: Any, now_ms: int, **changes: Any) -> Any:
@@ -164,6 +221,12 @@ def to_json(entity: Entity) -> dict[str, Any]:
     elif isinstance(entity, Device):
         data["kind"] = "device"
         data["groups"] = list(entity.groups)
+    elif isinstance(entity, ApiKey):
+        data["kind"] = "apikey"
+        data["role"] = str(entity.role)
+    elif isinstance(entity, TopicAcl):
+        data["kind"] = "topicacl"
+        data["writers"], data["readers"] = list(entity.writers), list(entity.readers)
     else:
         data["kind"] = "account"
         data["roles"] = [str(r) for r in entity.roles]
@@ -178,6 +241,13 @@ def from_json(data: dict[str, Any]) -> Entity:
         if kind == "tenant":
             body["quotas"] = Quotas(**body.get("quotas", {}))
             return Tenant(**body)
+        if kind == "apikey":
+            body["role"] = Role(str(body.get("role")))
+            return ApiKey(**body)
+        if kind == "topicacl":
+            body["writers"] = tuple(body.get("writers", ()))
+            body["readers"] = tuple(body.get("readers", ()))
+            return TopicAcl(**body)
         body["credentials"] = Credentials(**body.get("credentials", {}))
         if kind == "device":
             body["groups"] = tuple(body.get("groups", ()))
@@ -193,6 +263,9 @@ def from_json(data: dict[str, Any]) -> Entity:
 def public_view(entity: Entity) -> dict[str, Any]:
     """The JSON form without secret hashes (for listings and audit records)."""
     data = to_json(entity)
+    if isinstance(entity, ApiKey):
+        del data["secret_hash"], data["salt"]
+        return data
     creds = data.pop("credentials", None)
     if creds is not None:
         data["credentials"] = {

@@ -17,16 +17,24 @@ WRITE: Final = "write"
 # (role) -> {(entity kind, access)} it grants; tenant scoping is checked separately.
 _GRANTS: Final[dict[Role, frozenset[tuple[str, str]]]] = {
     Role.ADMIN: frozenset(
-        (kind, access) for kind in ("tenant", "device", "account") for access in (READ, WRITE)
+        (kind, access)
+        for kind in ("tenant", "device", "account", "apikey", "topic")
+        for access in (READ, WRITE)
     ),
     Role.OPERATOR: frozenset(
         {("tenant", READ), ("device", READ), ("device", WRITE), ("account", READ)}
+        | {("apikey", READ), ("topic", READ), ("topic", WRITE)}
     ),
-    Role.VIEWER: frozenset({("tenant", READ), ("device", READ), ("account", READ)}),
+    Role.VIEWER: frozenset(
+        {("tenant", READ), ("device", READ), ("account", READ), ("apikey", READ), ("topic", READ)}
+    ),
     Role.TENANT_ADMIN: frozenset(
         {("tenant", READ), ("device", READ), ("device", WRITE), ("account", READ)}
+        | {("apikey", READ), ("apikey", WRITE), ("topic", READ), ("topic", WRITE)}
     ),
-    Role.API: frozenset({("tenant", READ), ("device", READ)}),  # authenticates HTTP devices
+    # authenticates HTTP devices; topic metadata: iot-api lets an owner key change its topic's
+    # access lists (api.access decides, the registry records)
+    Role.API: frozenset({("tenant", READ), ("device", READ), ("topic", READ), ("topic", WRITE)}),
     Role.EDGE: frozenset({("device", READ)}),
 }
 

@@ -1,6 +1,7 @@
 """The registry's state, rebuilt from the compacted topic's records (pure).
 
-Keys: ``tenant/{id}``, ``device/{tenant}/{id}``, ``account/{name}``. Values: model JSON;
+Keys: ``tenant/{id}``, ``device/{tenant}/{id}``, ``account/{name}``, ``apikey/{key}``,
+``topicacl/{topic}``. Values: model JSON;
 a tombstone (None) deletes. Records are applied in topic order (one partition); a record
 that does not decode is counted in ``skipped`` and ignored rather than stopping the load.
 """
@@ -12,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from registry import model
-from registry.model import Device, Entity, ServiceAccount, Tenant
+from registry.model import ApiKey, Device, Entity, ServiceAccount, Tenant, TopicAcl
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,10 @@ def entity_key(entity: Entity) -> str:
         return f"tenant/{entity.id}"
     if isinstance(entity, Device):
         return f"device/{entity.tenant}/{entity.id}"
+    if isinstance(entity, ApiKey):
+        return f"apikey/{entity.key}"
+    if isinstance(entity, TopicAcl):
+        return f"topicacl/{entity.topic}"
     return f"account/{entity.name}"
 
 
@@ -36,6 +41,8 @@ class RegistryState:
     tenants: dict[str, Tenant] = field(default_factory=dict)
     devices: dict[tuple[str, str], Device] = field(default_factory=dict)
     accounts: dict[str, ServiceAccount] = field(default_factory=dict)
+    api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    topic_acls: dict[str, TopicAcl] = field(default_factory=dict)
     skipped: int = 0
 
     def apply(self, key: bytes | str, value: bytes | None) -> None:
@@ -60,6 +67,10 @@ class RegistryState:
             self.tenants[entity.id] = entity
         elif isinstance(entity, Device):
             self.devices[(entity.tenant, entity.id)] = entity
+        elif isinstance(entity, ApiKey):
+            self.api_keys[entity.key] = entity
+        elif isinstance(entity, TopicAcl):
+            self.topic_acls[entity.topic] = entity
         else:
             self.accounts[entity.name] = entity
 
@@ -74,6 +85,10 @@ class RegistryState:
             self.devices.pop((tenant, device), None)
         elif kind == "account":
             self.accounts.pop(rest, None)
+        elif kind == "apikey":
+            self.api_keys.pop(rest, None)
+        elif kind == "topicacl":
+            self.topic_acls.pop(rest, None)
 
     def devices_of(self, tenant: str) -> list[Device]:
         return [d for (t, _), d in sorted(self.devices.items()) if t == tenant]

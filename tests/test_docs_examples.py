@@ -184,6 +184,21 @@ NOT_RUN = {
     "iot-devices --admin-password-file var/secrets/registry-admin.secret account create alice "
     "--role operator": "needs the running stack's registry; tests/api/console/conftest.py "
     "creates its operator accounts with this command",
+    **dict.fromkeys(
+        (
+            "curl -s -u 'root:$ROOT_SECRET' -H 'Content-Type: application/json' "
+            '-d \'{"tenant": "acme", "role": "api"}\' localhost:3904/apiKeys/create',
+            "'DATE=$(date' '--iso-8601=seconds);' 'SIG=$(echo' -n '$DATE' | openssl sha1 -hmac "
+            "'$SECRET' -binary | openssl 'base64)'",
+            "curl -s -H 'X-CambriaAuth: $KEY:$SIG' -H 'X-CambriaDate: $DATE' "
+            "-H 'Content-Type: text/plain' -d hello localhost:3904/events/iot.acme.demo",
+            "curl -s -H 'Authorization: Bearer $KEY:$SECRET' "
+            "'localhost:3904/events/iot.acme.demo/g1/c1?timeout=5000'",
+        ),
+        "needs a registry with an admin account and an iot-api with --registry-auth; "
+        "tests/api/test_apikeys.py runs the same sequence (create by admin Basic, HMAC publish "
+        "with the date signed as MR's shell recipe does, bearer consume) on a registry of its own",
+    ),
     "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",

@@ -23,8 +23,23 @@ def test_every_route_is_documented_with_known_schemas() -> None:
 def test_security_only_when_secured() -> None:
     secured = document("1", secured=True)
     publish = secured["paths"]["/events/{topic}"]["post"]
-    assert publish["security"] == [{"basic": []}]
+    # any one of: Basic, bearer, or the Cambria HMAC pair of headers
+    assert publish["security"] == [
+        {"basic": []},
+        {"bearer": []},
+        {"cambria": [], "cambriaDate": []},
+    ]
+    assert set(secured["components"]["securitySchemes"]) == {
+        "basic",
+        "bearer",
+        "cambria",
+        "cambriaDate",
+    }
     assert "401" in publish["responses"]
+    create_key = secured["paths"]["/apiKeys/create"]["post"]
+    assert create_key["security"] == publish["security"]
+    assert "secret" in str(SCHEMAS["ApiKeyIssued"])
+    assert "security" not in secured["paths"]["/metrics/{name}"]["get"]
     assert "security" not in secured["paths"]["/healthz"]["get"]
     open_doc = document("1", secured=False)
     assert "security" not in open_doc["paths"]["/events/{topic}"]["post"]

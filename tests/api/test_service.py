@@ -52,7 +52,8 @@ def test_openapi_covers_every_route_the_server_answers(api: Client) -> None:
     for route in ROUTES:  # the server answers each documented path (not the framework's 404)
         path = route.path.replace("{topic}", "api.none").replace("{group}", "g")
         path = path.replace("{queue}", "api.none")
-        path = path.replace("{id}", "c")
+        path = path.replace("{id}", "c").replace("{key}", "K").replace("{apiKey}", "K")
+        path = path.replace("{name}", "upTime")
         reply = api.request(route.method, path + ("?timeout=0" if "{id}" in route.path else ""))
         assert reply.status != 405, route
         if reply.status == 404:

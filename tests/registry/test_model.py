@@ -63,3 +63,22 @@ def test_public_view_hides_hashes() -> None:
     view = model.public_view(Device("t1", "d1", credentials=CREDS))
     assert "scrypt" not in str(view)
     assert view["credentials"] == {"kinds": ["secret"], "cert_fingerprint": None}
+
+
+def test_api_keys_and_topic_acls_round_trip_and_hide_secrets() -> None:
+    key = model.ApiKey("AbCdEfGh12345678", "acme", Role.API, "salt", "scrypt$x", "a@b.c", "d")
+    acl = model.TopicAcl("iot.acme.t", "acme", "AbCdEfGh12345678", "desc", ("W1",), ("R1", "R2"))
+    for entity in (key, acl):
+        assert model.from_json(model.to_json(entity)) == entity
+    view = model.public_view(key)
+    assert "secret_hash" not in view
+    assert "salt" not in view
+    assert view["role"] == "api"
+    with pytest.raises(ModelError):
+        model.ApiKey("short", "acme", Role.API, "s", "h")
+    with pytest.raises(ModelError):
+        model.ApiKey("AbCdEfGh12345678", "acme", Role.ADMIN, "s", "h")  # not a key role
+    with pytest.raises(ModelError):
+        model.ApiKey("AbCdEfGh12345678", "acme", Role.API, "", "h")
+    with pytest.raises(ModelError):
+        model.TopicAcl("bad topic", "acme")

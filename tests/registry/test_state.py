@@ -92,3 +92,19 @@ def test_rebuild_equals_applying_the_changes_in_order(
     # compaction keeps only each key's last record: the state must not change
     last = dict(records)
     assert rebuild([(k, v) for k, v in last.items() if v is not None]) == live
+
+
+def test_api_keys_and_acls_live_under_their_keys() -> None:
+    from registry.model import ApiKey, Role, TopicAcl
+
+    key = ApiKey("AbCdEfGh12345678", "acme", Role.API, "salt", "scrypt$x")
+    acl = TopicAcl("iot.acme.t", "acme", owner=key.key)
+    assert entity_key(key) == "apikey/AbCdEfGh12345678"
+    assert entity_key(acl) == "topicacl/iot.acme.t"
+    state = rebuild([encode(key), encode(acl)])
+    assert state.api_keys == {key.key: key}
+    assert state.topic_acls == {acl.topic: acl}
+    state.apply(b"apikey/AbCdEfGh12345678", None)
+    state.apply(b"topicacl/iot.acme.t", None)
+    assert not state.api_keys
+    assert not state.topic_acls
