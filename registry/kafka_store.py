@@ -59,11 +59,18 @@ class KafkaStore:
         self._producer: Producer | None = None
 
     def ensure_topics(self) -> list[str]:
-        """Create both topics if missing (one partition each: total order, tiny volume)."""
+        """Create both topics if missing (one partition each: total order, tiny volume), with
+        3 replicas and min.insync.replicas 2 on a cluster of 3 or more brokers."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            brokers = len(admin.list_topics(timeout=self.timeout).brokers)
+        except KafkaException as exc:
+            raise StoreError(f"Kafka at {self.bootstrap} did not answer: {exc.args[0]}") from exc
+        replicas = max(1, min(3, brokers))
+        min_isr = {"min.insync.replicas": "2" if replicas >= 3 else "1"}
         specs = [
-            NewTopic(self.topic, 1, 1, config={"cleanup.policy": "compact"}),
-            NewTopic(self.audit_topic, 1, 1, config={"retention.ms": "-1"}),
+            NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact", **min_isr}),
+            NewTopic(self.audit_topic, 1, replicas, config={"retention.ms": "-1", **min_isr}),
         ]
         created = []
         for name, future in admin.create_topics(specs, operation_timeout=self.timeout).items():

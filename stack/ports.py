@@ -30,3 +30,25 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def free_port_run(count: int, host: str = "127.0.0.1", tries: int = 100) -> int:
+    """The first of `count` consecutive ports that are all free now (for a local Kafka cluster,
+    whose nodes take consecutive ports)."""
+    for _ in range(tries):
+        base = free_port(host)
+        if base + count > 65536:
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise OSError(f"no run of {count} free ports found in {tries} tries")
