@@ -369,10 +369,10 @@ class Stack:
             return self.config.mqtt_url
         if name == "kafka" and isinstance(service, KafkaServer):
             # where the last `up` put the node (its --kafka-port may not be this call's)
-            recorded = self._recorded_endpoints().get("kafka", "").split(",")
+            addresses = self._recorded_endpoints().get("kafka", "").split(",")
             index = service.node.node_id - 1
-            if service.running() and len(recorded) > index and recorded[index]:
-                return recorded[index]
+            if service.running() and len(addresses) > index and addresses[index]:
+                return addresses[index]
             return service.bootstrap
         if name == "supervisor":
             return str(self.supervisor.link.state_path)
@@ -419,11 +419,12 @@ class Stack:
 
     def _kafka_as_started(self) -> KafkaServer | KafkaCluster:
         """The local Kafka the last `up` started, whatever `--kafka-nodes` this call has."""
-        recorded = self._recorded_endpoints().get("kafka_nodes", "1")
-        nodes = int(recorded) if recorded.isdigit() else 1
-        if nodes == self.config.kafka_nodes:
+        recorded = self._recorded_endpoints()
+        # no `up` recorded yet, or an external cluster: the config says it all
+        nodes = recorded.get("kafka_nodes", "1") if recorded else ""
+        if not nodes.isdigit() or int(nodes) == self.config.kafka_nodes:
             return self.kafka
-        cfg = self.config.with_changes(kafka_nodes=nodes, kafka_node_id=1, kafka_node_hosts="")
+        cfg = self.config.with_changes(kafka_nodes=int(nodes), kafka_node_id=1, kafka_node_hosts="")
         return _kafka_for(cfg, self.link)
 
     def kafka_health(self) -> list[str]:

@@ -125,6 +125,28 @@ def local_stack_factory(
 
 
 @pytest.fixture
+def local_cluster_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., Stack]]:
+    """Private Mosquitto + a KRaft cluster of `nodes` Kafka nodes (384m heap each) on free
+    ports, for tests that kill nodes (`stack.kafka.node(n).kill()/start()`)."""
+    made: list[Stack] = []
+
+    def make(nodes: int = 3, partitions: int = 6) -> Stack:
+        config = StackConfig.servers_on_free_ports(
+            tmp_path_factory.mktemp("local-cluster"), partitions, "384m", kafka_nodes=nodes
+        )
+        local = Stack(config)
+        made.append(local)
+        local.up()
+        return local
+
+    yield make
+    for local in made:
+        local.down()
+
+
+@pytest.fixture
 def topic_factory(stack: Endpoints) -> Callable[..., str]:
     """`topic_factory(prefix="t", partitions=12, compacted=False, bootstrap=None) -> name`."""
 
