@@ -228,9 +228,7 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"WARNING: mqtt_auth {auth}: Mosquitto accepts anonymous clients")
     for st in statuses:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
-    if any(st.running for st in statuses if st.name.startswith("kafka")) or (
-        stack.recorded_kafka_nodes() == "external"
-    ):
+    if stack.recorded_kafka_nodes() is not None:  # a cluster, or an external one
         for line in stack.kafka_health():
             print(line)
     return 0 if all(st.running for st in statuses) else 1

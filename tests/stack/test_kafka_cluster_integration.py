@@ -47,6 +47,7 @@ class DevicePublisher:
         self.client.on_publish = self._acked
         self._lock = threading.Lock()
         self._sent_at: dict[int, float] = {}
+        self._early: dict[int, float] = {}
         self.acks: list[tuple[float, float]] = []  # (sent, latency)
         self.sent = 0
         self.rounds = 0
@@ -57,10 +58,13 @@ class DevicePublisher:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _acked(self, _c: Any, _u: Any, mid: int, _rc: Any, _p: Any) -> None:
+        # paho calls this holding its own message lock: take ours only briefly, never publish
         now = time.monotonic()
         with self._lock:
             sent = self._sent_at.pop(mid, None)
-            if sent is not None:
+            if sent is None:
+                self._early[mid] = now  # acked before the publishing thread noted the mid
+            else:
                 self.acks.append((sent, now - sent))
 
     def start(self) -> DevicePublisher:
@@ -72,9 +76,15 @@ class DevicePublisher:
         seq = 0
         while not self._stop.is_set():
             for device in self.devices:
+                sent = time.monotonic()
+                # not under our lock: publish() takes paho's lock, which _acked runs under
+                info = self.client.publish(f"devices/{device}/telemetry", telemetry(seq), qos=1)
                 with self._lock:
-                    info = self.client.publish(f"devices/{device}/telemetry", telemetry(seq), qos=1)
-                    self._sent_at[info.mid] = time.monotonic()
+                    acked = self._early.pop(info.mid, None)
+                    if acked is None:
+                        self._sent_at[info.mid] = sent
+                    else:
+                        self.acks.append((sent, acked - sent))
                 self.sent += 1
                 ahead = self.sent / RATE - (time.monotonic() - start)
                 if ahead > 0:
