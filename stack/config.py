@@ -204,9 +204,10 @@ class StackConfig:
         """
         if kafka_nodes > 1:
             # the nodes take consecutive ports: client, controller, client, controller, ...
-            (mqtt_port,) = free_ports(1)
             kafka_port = free_port_run(PORT_STEP * kafka_nodes)
             controller_port = kafka_port + 1
+            taken = range(kafka_port, kafka_port + PORT_STEP * kafka_nodes)
+            mqtt_port = next(p for p in free_ports(PORT_STEP * kafka_nodes + 1) if p not in taken)
         else:
             mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(

@@ -14,7 +14,7 @@ from stack.kafka_layout import PartitionState, QuorumStatus, parse_quorum_status
 from stack.kafka_server import broker_classpath, java_binary
 
 
-def quorum_status(bootstrap: str, timeout: float = 30.0) -> QuorumStatus:
+def quorum_status(bootstrap: str, timeout: float = 60.0) -> QuorumStatus:
     """The raft leader as the quorum reports it. Not AdminClient's `controller_id`: that names
     some broker, not the active controller (field notes A.1, gotchas)."""
     result = subprocess.run(

@@ -313,7 +313,8 @@ class Stack:
     def _after_kafka(self, progress: Callable[[str], None]) -> None:
         """The design's topics, then (auth on) the registry's accounts and devices."""
         cfg = self.config
-        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions)
+        brokers = None if cfg.external_kafka else cfg.kafka_nodes
+        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions, brokers=brokers)
         if created:
             progress(f"created topics: {', '.join(created)}")
         if not cfg.insecure_anonymous:

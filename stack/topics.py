@@ -45,17 +45,20 @@ def ensure_topics(
     specs: tuple[TopicSpec, ...] | list[TopicSpec] = DESIGN_TOPICS,
     partitions: int = 12,
     timeout: float = 30.0,
+    brokers: int | None = None,
 ) -> list[str]:
     """Create the topics that do not exist yet; returns the names created.
 
     Replicated as the cluster allows: 3 replicas and min.insync.replicas 2 on 3+ brokers (set
     on the topic, so an external cluster's broker defaults do not matter), 1 on one broker.
+    `brokers`: the cluster's size when known (a node that just started may not be listed yet).
     """
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        brokers = len(admin.list_topics(timeout=timeout).brokers)
-    except KafkaException as exc:
-        raise StackError(f"Kafka at {bootstrap} did not answer: {exc.args[0]}") from exc
+    if brokers is None:  # an external cluster: as many as it reports now
+        try:
+            brokers = len(admin.list_topics(timeout=timeout).brokers)
+        except KafkaException as exc:
+            raise StackError(f"Kafka at {bootstrap} did not answer: {exc.args[0]}") from exc
     rep = Replication.for_brokers(brokers)
     new = [
         NewTopic(

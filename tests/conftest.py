@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -129,14 +130,15 @@ def local_cluster_factory(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., Stack]]:
     """Private Mosquitto + a KRaft cluster of `nodes` Kafka nodes (384m heap each) on free
-    ports, for tests that kill nodes (`stack.kafka.node(n).kill()/start()`)."""
+    ports, for tests that kill nodes (`stack.kafka_nodes[i].kill()/start()`); `changes` are
+    StackConfig fields (e.g. kafka_session_timeout_ms)."""
     made: list[Stack] = []
 
-    def make(nodes: int = 3, partitions: int = 6) -> Stack:
+    def make(nodes: int = 3, partitions: int = 6, **changes: Any) -> Stack:
         config = StackConfig.servers_on_free_ports(
             tmp_path_factory.mktemp("local-cluster"), partitions, "384m", kafka_nodes=nodes
         )
-        local = Stack(config)
+        local = Stack(config.with_changes(**changes))
         made.append(local)
         local.up()
         return local

@@ -220,10 +220,10 @@ def test_kill9_a_broker_then_the_controller_loses_no_acked_message(
     probe = ProbeProducer(bootstrap, probe_topic).start()
     wait_for(lambda: bridge.metric("iot_bridge_acked_total") >= 400, 60, "traffic through Kafka")
 
-    leader = quorum_status(bootstrap).leader_id
+    leader = quorum_status(bootstrap, timeout=120).leader_id
     follower = next(n for n in (1, 2, 3) if n != leader)
     broker = _kill_and_restart(local, follower, devices, probe, "a broker, not the controller")
-    leader = quorum_status(bootstrap).leader_id
+    leader = quorum_status(bootstrap, timeout=120).leader_id
     controller = _kill_and_restart(local, leader, devices, probe, "the active controller")
 
     rounds = devices.stop()
