@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 DEVICES = 20
 RATE = 200.0  # device messages per second, all devices together
+DOWN_S = 15.0  # how long a killed node stays down: past its fencing at any session timeout
 
 
 class DevicePublisher:
@@ -152,6 +154,9 @@ class ProbeProducer:
     def worst_latency(self, since: float, until: float) -> float:
         return max((lat for sent, lat in list(self.acks) if since <= sent <= until), default=0.0)
 
+    def acked_since(self, since: float) -> bool:
+        return any(sent >= since for sent, _ in list(self.acks))
+
 
 def _no_under_replicated(bootstrap: str) -> bool:
     try:
@@ -161,29 +166,39 @@ def _no_under_replicated(bootstrap: str) -> bool:
     return len(view.brokers) == 3 and not view.under_replicated
 
 
-def _kill_and_restart(
-    local: Stack, node_id: int, devices: DevicePublisher, probe: ProbeProducer, what: str
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class Kill:
+    what: str
+    node_id: int
+    killed_at: float
+    back_at: float  # `Kafka Server started` again
+    in_sync_at: float  # no partition under-replicated any more
+
+    def figures(self, devices: DevicePublisher, probe: ProbeProducer) -> dict[str, float]:
+        """Worst ack latencies of writes sent between the kill and the node's return (read
+        once every message is acknowledged), and how long the node took to come back."""
+        window = (self.killed_at - 0.5, self.back_at)
+        return {
+            "probe_stall_s": probe.worst_latency(*window),
+            "device_puback_stall_s": devices.worst_latency(*window),
+            "restart_s": self.back_at - self.killed_at - DOWN_S,
+            "in_sync_after_restart_s": self.in_sync_at - self.back_at,
+        }
+
+
+def _kill_and_restart(local: Stack, node_id: int, probe: ProbeProducer, what: str) -> Kill:
     node = local.kafka_nodes[node_id - 1]
     killed_at = time.monotonic()
     node.kill()
-    # the stall ends when the controller fences the dead node: wait well past the session
-    wait_for(lambda: time.monotonic() - killed_at >= 15, 30, "the stall window")
+    # down long enough for the controller to fence it (broker.session.timeout.ms) and more
+    wait_for(lambda: time.monotonic() - killed_at >= DOWN_S, 30, "the node's downtime")
     node.start()  # waits for `Kafka Server started`
     back_at = time.monotonic()
     wait_for(lambda: _no_under_replicated(local.kafka_bootstrap), 120, "every replica in sync")
     in_sync_at = time.monotonic()
-    time.sleep(2)  # acks sent just before the window ends have arrived
-    figures = {
-        "probe_stall_s": probe.worst_latency(killed_at - 0.5, back_at),
-        "device_puback_stall_s": devices.worst_latency(killed_at - 0.5, back_at),
-        "restart_s": back_at - killed_at - 15,
-        "in_sync_after_restart_s": in_sync_at - back_at,
-    }
-    print(
-        f"kill -9 {what} (node {node_id}): " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
-    )
-    return figures
+    # writes flow again: a probe message sent after the window is acknowledged
+    wait_for(lambda: probe.acked_since(in_sync_at), 60, "a probe ack after the restart")
+    return Kill(what, node_id, killed_at, back_at, in_sync_at)
 
 
 def test_kill9_a_broker_then_the_controller_loses_no_acked_message(
@@ -222,9 +237,9 @@ def test_kill9_a_broker_then_the_controller_loses_no_acked_message(
 
     leader = quorum_status(bootstrap, timeout=120).leader_id
     follower = next(n for n in (1, 2, 3) if n != leader)
-    broker = _kill_and_restart(local, follower, devices, probe, "a broker, not the controller")
+    kills = [_kill_and_restart(local, follower, probe, "a broker, not the controller")]
     leader = quorum_status(bootstrap, timeout=120).leader_id
-    controller = _kill_and_restart(local, leader, devices, probe, "the active controller")
+    kills.append(_kill_and_restart(local, leader, probe, "the active controller"))
 
     rounds = devices.stop()
     probe.stop()
@@ -248,12 +263,17 @@ def test_kill9_a_broker_then_the_controller_loses_no_acked_message(
     assert bridge.pid == bridge_pid, "the bridge was restarted"
     print(
         f"{DEVICES * rounds} device messages acked, all in Kafka in order; duplicates "
-        f"{duplicates}; probe acks {len(probe.acks)}; broker kill {broker}; "
-        f"controller kill {controller}"
+        f"{duplicates}; probe acks {len(probe.acks)}; session timeout "
+        f"{local.config.kafka_session_timeout_ms} ms"
     )
-    # acks=all waited for the dead node until it was fenced, then went on with 2 in sync
-    for figures in (broker, controller):
-        assert figures["probe_stall_s"] < 30
+    for kill in kills:
+        figures = kill.figures(devices, probe)
+        print(
+            f"kill -9 {kill.what} (node {kill.node_id}): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
+        )
+        # acks=all waited for the dead node until it was fenced, then went on with 2 in sync
+        assert figures["probe_stall_s"] < DOWN_S + 30
 
 
 def _complete(records: list[Record], devices: int, rounds: int) -> bool:
