@@ -329,7 +329,7 @@ class Stack:
         self.supervisor.link.withdraw_all()
         stopped: list[str] = []
         for name, service in reversed([("supervisor", self.supervisor), *self._all_known()]):
-            if service.running():
+            if service.running() or _any_node_running(service):  # a cluster with a node down
                 progress(f"stopping {name} ...")
                 if service.stop():
                     stopped.append(name)

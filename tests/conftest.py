@@ -138,7 +138,8 @@ def local_cluster_factory(
         config = StackConfig.servers_on_free_ports(
             tmp_path_factory.mktemp("local-cluster"), partitions, "384m", kafka_nodes=nodes
         )
-        local = Stack(config.with_changes(**changes))
+        # a node's restart took 65 s under a load average of 50 (other tests' JVMs)
+        local = Stack(config.with_changes(**({"start_timeout": 180.0} | changes)))
         made.append(local)
         local.up()
         return local

@@ -123,3 +123,21 @@ def test_down_and_status_find_the_cluster_a_plain_config_does_not_name(tmp_path:
     known = dict(stack._all_known())
     assert [n.name for n in known["kafka"].nodes] == ["kafka-1", "kafka-2", "kafka-3"]  # type: ignore[attr-defined]
     assert stack.recorded_kafka_nodes() == "3"
+
+
+def test_down_stops_a_cluster_with_a_node_already_dead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack.kafka_server import KafkaCluster
+
+    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False)
+    cluster = stack.kafka
+    assert isinstance(cluster, KafkaCluster)
+    alive = {"kafka-2", "kafka-3"}  # kafka-1 was killed and not restarted
+    stopped: list[str] = []
+    for node in cluster.nodes:
+        monkeypatch.setattr(node, "running", lambda n=node.name: n in alive)
+        monkeypatch.setattr(node, "stop", lambda timeout=0.0, n=node.name: stopped.append(n))
+    assert not cluster.running()
+    stack.down(progress=lambda _msg: None)
+    assert sorted(stopped) == ["kafka-1", "kafka-2", "kafka-3"]
