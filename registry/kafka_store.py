@@ -15,6 +15,7 @@ both topics change together or not at all.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 
@@ -40,6 +41,12 @@ class WriterFencedError(StoreError):
 
 
 Record = tuple[bytes, bytes | None]
+
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+)
 
 
 class KafkaStore:
@@ -140,21 +147,35 @@ class KafkaStore:
         return records, position
 
     def open_writer(self) -> None:
-        """Become the one writer (fencing any other), before reading state to write on."""
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "transactional.id": self.transactional_id,
-                "enable.idempotence": True,
-                "acks": "all",
-                "transaction.timeout.ms": 60000,
-            }
-        )
-        try:
-            producer.init_transactions(self.timeout)
-        except KafkaException as exc:
-            raise StoreError(f"could not become the registry writer: {exc.args[0]}") from exc
-        self._producer = producer
+        """Become the one writer (fencing any other), before reading state to write on.
+
+        A coordinator that is moving (a cluster just started, its transaction-state topic
+        being created or its leader changing after a node died) refuses with NOT_COORDINATOR
+        and the like: try again with a new producer until the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "transactional.id": self.transactional_id,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "transaction.timeout.ms": 60000,
+                }
+            )
+            try:
+                producer.init_transactions(max(1.0, deadline - time.monotonic()))
+            except KafkaException as exc:
+                err = exc.args[0]
+                transient = err.retriable() or err.code() in _COORDINATOR_MOVING
+                if transient and time.monotonic() < deadline:
+                    log.info("registry writer: %s; trying again", err)
+                    time.sleep(0.5)
+                    continue
+                raise StoreError(f"could not become the registry writer: {err}") from exc
+            self._producer = producer
+            return
 
     def commit(self, records: Sequence[Record], audits: Iterable[AuditRecord]) -> None:
         """Write entity records and their audit records in one transaction."""
