@@ -343,6 +343,8 @@ class Stack:
             # `up --commands-mode inline` has no `commands` process to miss)
             apps = {name for name, _ in self._all_known()} - _SERVERS
             wanted = (wanted - apps) | (apps & set(recorded))
+            if recorded.get("kafka_nodes") == "external":
+                wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
         state = self.supervisor.link.state()
         records = state.services if state is not None else {}
         found = [

@@ -141,3 +141,12 @@ def test_down_stops_a_cluster_with_a_node_already_dead(
     assert not cluster.running()
     stack.down(progress=lambda _msg: None)
     assert sorted(stopped) == ["kafka-1", "kafka-2", "kafka-3"]
+
+
+def test_status_after_an_external_kafka_up_misses_no_broker(tmp_path: Path) -> None:
+    # `up --kafka-bootstrap` recorded it; a plain `status` (no flag, no env) must not want one
+    (tmp_path / "stack.json").write_text(
+        json.dumps({"mqtt": "x", "kafka": "k1:9092,k2:9092", "kafka_nodes": "external"})
+    )
+    names = [st.name for st in _stack(tmp_path, with_bridge=False).status()]
+    assert names == ["mosquitto"]
