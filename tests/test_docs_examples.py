@@ -674,8 +674,11 @@ def test_kafka_cluster_examples_run(
     monkeypatch.chdir(tmp_path)
     started: list[Path] = []
 
+    kafka_port = free_port_run(6)  # the cluster's nodes: 3 x (client, controller)
+
     def use(data_dir: Path) -> None:
-        mqtt, bridge, commands = free_ports(3)
+        taken = range(kafka_port, kafka_port + 6)
+        mqtt, bridge, commands = [p for p in free_ports(9) if p not in taken][:3]
         monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
         monkeypatch.setenv("IOT_MQTT_PORT", str(mqtt))
         monkeypatch.setenv("IOT_STACK_BRIDGE_HTTP_PORT", str(bridge))
@@ -692,7 +695,7 @@ def test_kafka_cluster_examples_run(
 
     try:
         use(tmp_path / "cluster")
-        monkeypatch.setenv("IOT_KAFKA_PORT", str(free_port_run(6)))
+        monkeypatch.setenv("IOT_KAFKA_PORT", str(kafka_port))
         started.append(tmp_path / "cluster")
         assert main(list(examples["iot-stack up --kafka-nodes 3"].argv[1:])) == 0
         capsys.readouterr()
