@@ -41,12 +41,11 @@ class WriterFencedError(StoreError):
 
 
 Record = tuple[bytes, bytes | None]
-_COORDINATOR_LOADING = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-    }
+
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
 )
 
 
@@ -67,11 +66,18 @@ class KafkaStore:
         self._producer: Producer | None = None
 
     def ensure_topics(self) -> list[str]:
-        """Create both topics if missing (one partition each: total order, tiny volume)."""
+        """Create both topics if missing (one partition each: total order, tiny volume), with
+        3 replicas and min.insync.replicas 2 on a cluster of 3 or more brokers."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            brokers = len(admin.list_topics(timeout=self.timeout).brokers)
+        except KafkaException as exc:
+            raise StoreError(f"Kafka at {self.bootstrap} did not answer: {exc.args[0]}") from exc
+        replicas = max(1, min(3, brokers))
+        min_isr = {"min.insync.replicas": "2" if replicas >= 3 else "1"}
         specs = [
-            NewTopic(self.topic, 1, 1, config={"cleanup.policy": "compact"}),
-            NewTopic(self.audit_topic, 1, 1, config={"retention.ms": "-1"}),
+            NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact", **min_isr}),
+            NewTopic(self.audit_topic, 1, replicas, config={"retention.ms": "-1", **min_isr}),
         ]
         created = []
         for name, future in admin.create_topics(specs, operation_timeout=self.timeout).items():
@@ -141,7 +147,12 @@ class KafkaStore:
         return records, position
 
     def open_writer(self) -> None:
-        """Become the one writer (fencing any other), before reading state to write on."""
+        """Become the one writer (fencing any other), before reading state to write on.
+
+        A coordinator that is moving (a cluster just started, its transaction-state topic
+        being created or its leader changing after a node died) refuses with NOT_COORDINATOR
+        and the like: try again with a new producer until the timeout.
+        """
         deadline = time.monotonic() + self.timeout
         while True:
             producer = Producer(
@@ -154,16 +165,17 @@ class KafkaStore:
                 }
             )
             try:
-                producer.init_transactions(self.timeout)
-                break
+                producer.init_transactions(max(1.0, deadline - time.monotonic()))
             except KafkaException as exc:
                 err = exc.args[0]
-                # a fresh broker's transaction coordinator may still be loading: try again
-                again = err.retriable() or err.code() in _COORDINATOR_LOADING
-                if not again or time.monotonic() > deadline:
-                    raise StoreError(f"could not become the registry writer: {err}") from exc
-                time.sleep(0.5)
-        self._producer = producer
+                transient = err.retriable() or err.code() in _COORDINATOR_MOVING
+                if transient and time.monotonic() < deadline:
+                    log.info("registry writer: %s; trying again", err)
+                    time.sleep(0.5)
+                    continue
+                raise StoreError(f"could not become the registry writer: {err}") from exc
+            self._producer = producer
+            return
 
     def commit(self, records: Sequence[Record], audits: Iterable[AuditRecord]) -> None:
         """Write entity records and their audit records in one transaction."""

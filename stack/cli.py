@@ -12,6 +12,7 @@ from pathlib import Path
 from bridge.console import new_parser
 from stack.config import COMMANDS_MODES, StackConfig
 from stack.errors import StackError
+from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
 from stack.mosquitto_server import INSECURE_WARNING
 from stack.provisioning import provision
@@ -37,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-controller-port", type=int, help="KRaft controller port (default Kafka port + 1)"
     )
     common.add_argument("--bind-host", help="address to listen on (default 127.0.0.1)")
+    common.add_argument(
+        "--kafka-nodes", type=int,
+        help="Kafka nodes (broker+controller each): 1, or 3 for a replicated KRaft cluster on "
+        "ports Kafka port +2 per node (env IOT_KAFKA_NODES)",
+    )  # fmt: skip
     common.add_argument(
         "--bridge-http-port", type=int, help="bridge metrics/health port (default 9100)"
     )
@@ -89,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the analytics job on this master instead: local[N] or spark://host:port of "
         "a cluster elsewhere (env IOT_SPARK_MASTER; not with --spark-workers)",
     )  # fmt: skip
+    up.add_argument(
+        "--kafka-bootstrap", dest="external_kafka",
+        help="use this existing Kafka cluster (host:port,...) and start no local broker "
+        "(env IOT_STACK_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
 
     for p in (up,):
         _insecure_flag(p)
@@ -109,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
         help="run one server in the foreground (container entry point)",
     )  # fmt: skip
     serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
+    serve.add_argument(
+        "--kafka-node-id", type=int,
+        help="with --kafka-nodes N: which node this is, 1..N (env IOT_KAFKA_NODE_ID)",
+    )  # fmt: skip
     _insecure_flag(serve)
     prov = sub.add_parser(
         "provision", parents=[common],
@@ -154,6 +169,9 @@ def _config(args: argparse.Namespace) -> StackConfig:
         mqtt_port=args.mqtt_port,
         kafka_port=args.kafka_port,
         kafka_controller_port=args.kafka_controller_port,
+        kafka_nodes=args.kafka_nodes,
+        kafka_node_id=getattr(args, "kafka_node_id", None),
+        external_kafka=getattr(args, "external_kafka", None),
         bind_host=args.bind_host,
         bridge_http_port=args.bridge_http_port,
         commands_http_port=args.commands_http_port,
@@ -179,7 +197,9 @@ def _say(message: str) -> None:
 def _serve(config: StackConfig, server: str) -> int:
     """Replace this process with the server, config rendered as `up` would (for containers)."""
     if server == "kafka":
-        argv = Stack(config).kafka.command()
+        if config.kafka_nodes > 1 and config.kafka_node_hosts and not config.kafka_cluster_id:
+            raise StackError("nodes on their own hosts need IOT_KAFKA_CLUSTER_ID: one id for all")
+        argv = KafkaServer(config, config.kafka_node_id).command()
     else:
         if config.insecure_anonymous:
             _say("WARNING: " + INSECURE_WARNING % config.mqtt_url)
@@ -234,6 +254,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
     if any(st.name == "mosquitto" and st.running for st in statuses):
         _edge_sites(stack.config)
+    if stack.recorded_kafka_nodes() is not None:  # a cluster, or an external one
+        for line in stack.kafka_health():
+            print(line)
     return 0 if all(st.running for st in statuses) else 1
 
 

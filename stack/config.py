@@ -11,7 +11,8 @@ from typing import Any
 from spark_jobs.config import check_master
 from spark_jobs.errors import ConfigError
 from stack.errors import StackError
-from stack.ports import free_ports
+from stack.kafka_layout import PORT_STEP, KafkaNode, bootstrap, node_layout
+from stack.ports import free_port_run, free_ports
 from stack.supervision import RestartPolicy
 
 COMMANDS_MODES = ("separate", "inline", "off")
@@ -50,7 +51,38 @@ class StackConfig:
         "IOT_KAFKA_ADVERTISED_HOST", "", "host name clients reach Kafka by (default: bind host)"
     )
     partitions: int = _setting("IOT_PARTITIONS", 12, "partitions of the data topics")
-    kafka_heap: str = _setting("IOT_KAFKA_HEAP", "768m", "Kafka JVM heap (-Xmx)")
+    kafka_heap: str = _setting(
+        "IOT_KAFKA_HEAP", "", "Kafka JVM heap per node (-Xmx; default 768m, 384m in a cluster)"
+    )
+    kafka_nodes: int = _setting(
+        "IOT_KAFKA_NODES", 1, "Kafka nodes (combined broker+controller) to run; 3 = replicated"
+    )
+    kafka_node_hosts: str = _setting(
+        "IOT_KAFKA_NODE_HOSTS",
+        "",
+        "host names of the Kafka nodes, comma separated, one per node, each then on the Kafka "
+        "and controller ports of its own host (containers, machines); default: all on this "
+        "machine, ports +2 per node",
+    )
+    kafka_node_id: int = _setting(
+        "IOT_KAFKA_NODE_ID", 1, "the node `iot-stack serve kafka` runs (1..kafka_nodes)"
+    )
+    kafka_cluster_id: str = _setting(
+        "IOT_KAFKA_CLUSTER_ID",
+        "",
+        "KRaft cluster id the nodes share (default: generated once, kept in the data dir)",
+    )
+    kafka_session_timeout_ms: int = _setting(
+        "IOT_KAFKA_SESSION_TIMEOUT_MS",
+        6000,
+        "broker.session.timeout.ms: how long a dead broker stalls acks=all writes before the "
+        "controller fences it (docs/operations.md, Kafka cluster)",
+    )
+    external_kafka: str = _setting(
+        "IOT_STACK_KAFKA_BOOTSTRAP",
+        "",
+        "an existing Kafka cluster (host:port,...) to use instead of starting one",
+    )
     kafka_retention_hours: int = _setting("IOT_KAFKA_RETENTION_HOURS", 168, "topic retention")
     start_timeout: float = _setting("IOT_START_TIMEOUT", 90.0, "seconds to wait for each server")
     mqtt_autosave_interval: int = _setting(
@@ -180,6 +212,12 @@ class StackConfig:
             raise StackError(
                 f"bridge_http_port and commands_http_port are both {self.bridge_http_port}"
             )
+        if self.kafka_nodes < 1 or not 1 <= self.kafka_node_id <= self.kafka_nodes:
+            raise StackError(
+                f"need kafka_nodes >= 1 and 1 <= kafka_node_id <= kafka_nodes, got "
+                f"{self.kafka_nodes} and {self.kafka_node_id}"
+            )
+        self.kafka_layout  # noqa: B018 - raises on colliding ports or a wrong host count
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
         self._check_spark()
@@ -242,19 +280,28 @@ class StackConfig:
 
     @classmethod
     def servers_on_free_ports(
-        cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m"
+        cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m", kafka_nodes: int = 1
     ) -> StackConfig:
-        """Only Mosquitto and Kafka, on ports free now: for tests and benchmarks.
+        """Only Mosquitto and Kafka (one node, or a cluster), on ports free now: for tests and
+        benchmarks.
 
         Not supervised: fault tests stop, kill and restart the servers themselves. Anonymous
         (explicitly) until the fixtures provision what they need (issue 13 phase 3).
         """
-        mqtt_port, kafka_port, controller_port = free_ports(3)
+        if kafka_nodes > 1:
+            # the nodes take consecutive ports: client, controller, client, controller, ...
+            kafka_port = free_port_run(PORT_STEP * kafka_nodes)
+            controller_port = kafka_port + 1
+            taken = range(kafka_port, kafka_port + PORT_STEP * kafka_nodes)
+            mqtt_port = next(p for p in free_ports(PORT_STEP * kafka_nodes + 1) if p not in taken)
+        else:
+            mqtt_port, kafka_port, controller_port = free_ports(3)
         return cls(
             data_dir=data_dir,
             mqtt_port=mqtt_port,
             kafka_port=kafka_port,
             kafka_controller_port=controller_port,
+            kafka_nodes=kafka_nodes,
             partitions=partitions,
             kafka_heap=kafka_heap,
             with_bridge=False,
@@ -284,8 +331,24 @@ class StackConfig:
         return "127.0.0.1" if self.bind_host in {"0.0.0.0", "::", ""} else self.bind_host
 
     @property
+    def kafka_layout(self) -> list[KafkaNode]:
+        """The local Kafka nodes (also when `external_kafka` is set: then none is started)."""
+        hosts = tuple(h.strip() for h in self.kafka_node_hosts.split(",") if h.strip())
+        return node_layout(
+            self.kafka_nodes, self.connect_host, self.kafka_port, self.controller_port, hosts
+        )
+
+    @property
     def kafka_bootstrap(self) -> str:
-        return f"{self.connect_host}:{self.kafka_port}"
+        """What every client is given: all nodes (or the external cluster), comma separated."""
+        if self.external_kafka:
+            return self.external_kafka
+        return bootstrap(self.kafka_layout)
+
+    @property
+    def kafka_heap_size(self) -> str:
+        # 3 nodes x 384m leave room for Spark and the services on a 2-core, few-GiB machine
+        return self.kafka_heap or ("768m" if self.kafka_nodes == 1 else "384m")
 
     @property
     def mqtt_url(self) -> str:

@@ -1,4 +1,5 @@
-"""Apache Kafka (KRaft, one node) run from the Maven-fetched jars as a background process."""
+"""Apache Kafka (KRaft) run from the Maven-fetched jars as background processes: one node, or
+a cluster of combined broker+controller nodes started together."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import base64
 import shutil
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from string import Template
 
 from stack import paths
 from stack.config import StackConfig
 from stack.errors import StackError
+from stack.kafka_layout import Replication, quorum_voters
 from stack.ports import port_open
 from stack.process import ManagedProcess
 
@@ -30,48 +33,101 @@ def cluster_id() -> str:
             return text
 
 
+def broker_classpath() -> str:
+    libs = paths.broker_libs_dir()
+    if not any(libs.glob("kafka_2.13-*.jar")):
+        raise StackError(
+            f"no Kafka broker jars in {libs}; run `make setup` (it fetches them with Maven)"
+        )
+    return f"{libs}/*"
+
+
+def java_binary() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise StackError("java not found: install OpenJDK 17 or newer (`make setup` checks)")
+    return java
+
+
+def _megabytes(heap: str) -> int:
+    """-Xmx text (768m, 1g, 1024k) in MiB, for an -Xms that never exceeds it."""
+    units = {"k": 1 / 1024, "m": 1, "g": 1024}
+    text = heap.strip().lower()
+    if text and text[-1] in units:
+        return max(1, int(float(text[:-1]) * units[text[-1]]))
+    return max(1, int(text) // 1024**2) if text.isdigit() else 256
+
+
 class KafkaServer:
-    def __init__(self, config: StackConfig) -> None:
+    """One Kafka node: the stack's only one (`kafka`), or node N of a cluster (`kafka-N`)."""
+
+    def __init__(self, config: StackConfig, node_id: int = 1) -> None:
         self.config = config
-        self.home = config.data_dir / "kafka"
+        self.node = config.kafka_layout[node_id - 1]
+        self.clustered = config.kafka_nodes > 1
+        if self.clustered:
+            self.name = f"kafka-{node_id}"
+            self.home = config.data_dir / "kafka" / f"node-{node_id}"
+        else:
+            self.name = "kafka"
+            self.home = config.data_dir / "kafka"
         self.log_dirs = self.home / "data"
         self.properties_path = self.home / "server.properties"
-        self.process = ManagedProcess("kafka", config.run_dir, config.log_dir / "kafka.log")
+        self.process = ManagedProcess(
+            self.name, config.run_dir, config.log_dir / f"{self.name}.log"
+        )
 
     @property
     def bootstrap(self) -> str:
-        return self.config.kafka_bootstrap
-
-    def _classpath(self) -> str:
-        libs = paths.broker_libs_dir()
-        if not any(libs.glob("kafka_2.13-*.jar")):
-            raise StackError(
-                f"no Kafka broker jars in {libs}; run `make setup` (it fetches them with Maven)"
-            )
-        return f"{libs}/*"
-
-    def _java(self) -> str:
-        java = shutil.which("java")
-        if java is None:
-            raise StackError("java not found: install OpenJDK 17 or newer (`make setup` checks)")
-        return java
+        """This node's own client address."""
+        return self.node.address
 
     def render_config(self) -> Path:
-        cfg = self.config
+        cfg, node = self.config, self.node
         template = Template((paths.kafka_config_dir() / "server.properties.template").read_text())
+        replication = Replication.for_brokers(cfg.kafka_nodes)
+        own_hosts = bool(cfg.kafka_node_hosts.strip())
+        if self.clustered:
+            quorum = f"controller.quorum.voters={quorum_voters(cfg.kafka_layout)}"
+        else:
+            quorum = f"controller.quorum.bootstrap.servers={node.host}:{node.controller_port}"
         text = template.substitute(
-            host=cfg.connect_host,
+            node_id=node.node_id,
+            quorum=quorum,
             bind_host=cfg.bind_host,
-            advertised_host=cfg.kafka_advertised_host or cfg.connect_host,
-            port=cfg.kafka_port,
-            controller_port=cfg.controller_port,
+            # peers on other hosts reach the controller listener through the bind address
+            controller_bind=cfg.bind_host if own_hosts else node.host,
+            advertised_host=node.host if own_hosts else cfg.kafka_advertised_host or node.host,
+            port=node.port,
+            controller_port=node.controller_port,
             log_dirs=self.log_dirs,
             partitions=cfg.partitions,
+            replicas=replication.factor,
+            min_isr=replication.min_insync,
+            session_timeout_ms=cfg.kafka_session_timeout_ms,
+            heartbeat_ms=max(250, cfg.kafka_session_timeout_ms // 6),
             retention_hours=cfg.kafka_retention_hours,
+            # a cluster shares the machine three ways: smaller segments and thread pools
+            segment_bytes=64 * 1024**2 if self.clustered else 256 * 1024**2,
+            network_threads=2 if self.clustered else 3,
+            io_threads=2 if self.clustered else 4,
         )
         self.home.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text(text)
         return self.properties_path
+
+    def cluster_id(self) -> str:
+        """The id every node is formatted with: configured, or generated once and kept."""
+        if self.config.kafka_cluster_id:
+            return self.config.kafka_cluster_id
+        path = self.config.data_dir / "kafka" / "cluster.id"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            new = cluster_id()
+            path.write_text(new + "\n")
+            return new
 
     def format_storage(self) -> bool:
         """Format the log dir once (KRaft needs it); False when it already was."""
@@ -79,13 +135,14 @@ class KafkaServer:
             return False
         result = subprocess.run(
             [
-                self._java(),
+                java_binary(),
                 "-cp",
-                self._classpath(),
+                broker_classpath(),
                 "kafka.tools.StorageTool",
                 "format",
-                "--standalone",
-                f"--cluster-id={cluster_id()}",
+                # one node: a dynamic quorum of itself; a cluster: its static voters
+                *([] if self.clustered else ["--standalone"]),
+                f"--cluster-id={self.cluster_id() if self.clustered else cluster_id()}",
                 "--config",
                 str(self.properties_path),
             ],
@@ -103,26 +160,33 @@ class KafkaServer:
         self.render_config()
         self.format_storage()
         return [
-            self._java(),
-            f"-Xmx{self.config.kafka_heap}",
-            "-Xms256m",
+            java_binary(),
+            f"-Xmx{self.config.kafka_heap_size}",
+            f"-Xms{min(256, _megabytes(self.config.kafka_heap_size))}m",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={paths.kafka_config_dir() / 'log4j2.xml'}",
             f"-Dkafka.logs.dir={self.config.log_dir}",
             "-cp",
-            self._classpath(),
+            broker_classpath(),
             "kafka.Kafka",
             str(self.properties_path),
         ]
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting: a cluster node waits for its peers' quorum."""
         self.process.start(self.command())
+
+    def wait_ready(self) -> None:
         self.process.wait_ready(
             lambda: (
                 READY_LINE in self.process.log_since_start()
-                and port_open(self.config.connect_host, self.config.kafka_port)
+                and port_open(self.node.host, self.node.port)
             ),
             self.config.start_timeout,
             f"'{READY_LINE}' logged and {self.bootstrap} accepting connections",
@@ -137,3 +201,38 @@ class KafkaServer:
 
     def running(self) -> bool:
         return self.process.running()
+
+
+class KafkaCluster:
+    """The nodes of a local cluster as one service of the stack: started together (a node
+    reports itself started only once a majority of the quorum is up), stopped together."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.nodes = [KafkaServer(config, n.node_id) for n in config.kafka_layout]
+        self.process = self.nodes[0].process  # for the launcher's Service protocol
+
+    @property
+    def bootstrap(self) -> str:
+        return self.config.kafka_bootstrap
+
+    def node(self, node_id: int) -> KafkaServer:
+        return self.nodes[node_id - 1]
+
+    def start(self) -> None:
+        """Start the nodes that are not running, then wait for every one of them."""
+        for node in self.nodes:
+            if not node.running():
+                node.launch()
+        for node in self.nodes:
+            node.wait_ready()
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        # All at once: stopped one by one, the last node would lose its quorum and wait out
+        # its controlled shutdown to the timeout.
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            stopped = list(pool.map(lambda n: n.stop(timeout), self.nodes))
+        return any(stopped)
+
+    def running(self) -> bool:
+        return all(node.running() for node in self.nodes)

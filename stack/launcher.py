@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from registry.kafka_store import REGISTRY_TOPIC
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.errors import StackError
-from stack.kafka_server import KafkaServer
+from stack.kafka_health import cluster_view, quorum_status
+from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
 from stack.provisioning import account_login, provision
@@ -121,11 +123,15 @@ class Stack:
         self.link = SupervisorLink(config.run_dir) if config.supervise else None
         self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
         self.mosquitto = MosquittoServer(config)
-        self.kafka = KafkaServer(config)
+        self.kafka = _kafka_for(config, self.link)
         self.spark_master = SparkMaster(config)
         self.mosquitto.process.supervisor = self.link
-        self.kafka.process.supervisor = self.link
         self.spark_master.process.supervisor = self.link
+
+    @property
+    def kafka_nodes(self) -> list[KafkaServer]:
+        """The local Kafka nodes (one unless `kafka_nodes` > 1; none run with `external_kafka`)."""
+        return self.kafka.nodes if isinstance(self.kafka, KafkaCluster) else [self.kafka]
 
     @property
     def mqtt_host(self) -> str:
@@ -281,7 +287,9 @@ class Stack:
         )
 
     def services(self) -> list[tuple[str, Service]]:
-        found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto), ("kafka", self.kafka)]
+        found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto)]
+        if not self.config.external_kafka:  # an existing cluster: no local broker
+            found.append(("kafka", self.kafka))
         found += self.spark_cluster()
         if self.config.with_bridge:
             found.append(("bridge", self.bridge()))
@@ -297,7 +305,7 @@ class Stack:
         # `down`/`status` must find whatever an earlier `up` started, whatever its flags.
         return [
             ("mosquitto", self.mosquitto),
-            ("kafka", self.kafka),
+            ("kafka", self._kafka_as_started()),
             *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
             ("commands", self.commands()),
@@ -325,7 +333,7 @@ class Stack:
                     service.start()
                     started.append((name, service))
                     progress(f"{name} ready")
-                if name == "kafka":
+                if name == "kafka" or (name == "mosquitto" and self.config.external_kafka):
                     self._after_kafka(progress)
         except (StackError, OSError) as exc:
             # Leave nothing half-started behind: stop what this call started, newest first.
@@ -340,7 +348,8 @@ class Stack:
     def _after_kafka(self, progress: Callable[[str], None]) -> None:
         """The design's topics, then (auth on) the registry's accounts and devices."""
         cfg = self.config
-        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions)
+        brokers = None if cfg.external_kafka else cfg.kafka_nodes
+        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions, brokers=brokers)
         if created:
             progress(f"created topics: {', '.join(created)}")
         if not cfg.insecure_anonymous:
@@ -355,7 +364,7 @@ class Stack:
         self.supervisor.link.withdraw_all()
         stopped: list[str] = []
         for name, service in reversed([("supervisor", self.supervisor), *self._all_known()]):
-            if service.running():
+            if service.running() or _any_node_running(service):  # a cluster with a node down
                 progress(f"stopping {name} ...")
                 if service.stop():
                     stopped.append(name)
@@ -367,21 +376,24 @@ class Stack:
         if recorded:
             # the processes the last `up` started, whatever flags `status` was given (an
             # `up --commands-mode inline` has no `commands` process to miss)
-            apps = {name for name, _ in self._all_known()[2:]}
+            apps = {name for name, _ in self._all_known()} - _SERVERS
             wanted = (wanted - apps) | (apps & set(recorded))
+            if recorded.get("kafka_nodes") == "external":
+                wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
         state = self.supervisor.link.state()
         records = state.services if state is not None else {}
         found = [
             ServiceStatus(
-                name,
-                pid := service.process.pid(),
-                live_endpoint(name, self._endpoint(name, service), self.config)
+                node_name,
+                pid := node.process.pid(),
+                live_endpoint(name, self._endpoint(name, node), self.config)
                 if pid is not None
-                else self._endpoint(name, service),
-                records.get(name),
+                else self._endpoint(name, node),
+                records.get(node_name),
             )
             for name, service in self._all_known()
-            if name in wanted or service.running()
+            if name in wanted or service.running() or _any_node_running(service)
+            for node_name, node in _per_node(name, service)
         ]
         supervisor_pid = self.supervisor.process.pid()
         # an unsupervised `up` (test and benchmark stacks) records no supervisor: none is missed
@@ -398,8 +410,13 @@ class Stack:
     def _endpoint(self, name: str, service: Service) -> str:
         if name == "mosquitto":
             return self.config.mqtt_url
-        if name == "kafka":
-            return self.config.kafka_bootstrap
+        if name == "kafka" and isinstance(service, KafkaServer):
+            # where the last `up` put the node (its --kafka-port may not be this call's)
+            addresses = self._recorded_endpoints().get("kafka", "").split(",")
+            index = service.node.node_id - 1
+            if service.running() and len(addresses) > index and addresses[index]:
+                return addresses[index]
+            return service.bootstrap
         if name == "supervisor":
             return str(self.supervisor.link.state_path)
         # what the `up` that started it printed, whatever flags `status` was given
@@ -407,6 +424,10 @@ class Stack:
         if recorded and service.running():
             return recorded
         return str(getattr(service, "endpoint", ""))
+
+    def recorded_kafka_nodes(self) -> str | None:
+        """The last `up`'s Kafka: a node count, or "external" (None: one local node)."""
+        return self._recorded_endpoints().get("kafka_nodes")
 
     def recorded_auth(self) -> str | None:
         """How the last `up` started Mosquitto (anonymous or not), if it recorded it."""
@@ -421,8 +442,13 @@ class Stack:
 
     def endpoints(self) -> dict[str, str]:
         found = {"mqtt": self.config.mqtt_url, "kafka": self.config.kafka_bootstrap}
-        for name, service in self.services()[2:]:
-            found[name] = self._endpoint(name, service)
+        if self.config.external_kafka:
+            found["kafka_nodes"] = "external"
+        elif self.config.kafka_nodes > 1:
+            found["kafka_nodes"] = str(self.config.kafka_nodes)
+        for name, service in self.services():
+            if name not in _SERVERS:
+                found[name] = self._endpoint(name, service)
         if self.link is not None:
             found["supervisor"] = str(self.supervisor.link.state_path)
         found["mqtt_auth"] = (
@@ -434,6 +460,67 @@ class Stack:
         found["logs"] = str(self.config.log_dir)
         return found
 
+    def _kafka_as_started(self) -> KafkaServer | KafkaCluster:
+        """The local Kafka the last `up` started, whatever `--kafka-nodes` this call has."""
+        recorded = self._recorded_endpoints()
+        # no `up` recorded yet, or an external cluster: the config says it all
+        nodes = recorded.get("kafka_nodes", "1") if recorded else ""
+        if not nodes.isdigit() or int(nodes) == self.config.kafka_nodes:
+            return self.kafka
+        cfg = self.config.with_changes(kafka_nodes=int(nodes), kafka_node_id=1, kafka_node_hosts="")
+        return _kafka_for(cfg, self.link)
+
+    def kafka_health(self) -> list[str]:
+        """`status` lines on the Kafka cluster: brokers, quorum leader, under-replicated
+        partitions (for a local cluster and an external one)."""
+        recorded = self._recorded_endpoints()
+        bootstrap = recorded.get("kafka") or self.config.kafka_bootstrap
+        try:
+            view = cluster_view(bootstrap)
+        except StackError as exc:
+            return [f"kafka: {exc}"]
+        lines = [
+            "kafka brokers: " + ", ".join(f"{i} {addr}" for i, addr in sorted(view.brokers.items()))
+        ]
+        try:
+            quorum = quorum_status(bootstrap)
+            voters = ",".join(str(v) for v in quorum.voters)
+            lines.append(
+                f"kafka quorum leader: node {quorum.leader_id} (epoch {quorum.leader_epoch}, "
+                f"voters {voters})"
+            )
+        except (StackError, OSError, subprocess.TimeoutExpired) as exc:
+            lines.append(f"kafka quorum leader: unknown ({exc})")
+        urp = view.under_replicated
+        text = ", ".join(f"{p.topic}/{p.partition} isr {list(p.isr)}" for p in urp[:10])
+        more = f" (+{len(urp) - 10} more)" if len(urp) > 10 else ""
+        lines.append(
+            f"kafka under-replicated partitions: {len(urp)}" + (f": {text}{more}" if urp else "")
+        )
+        return lines
+
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"
         path.write_text(json.dumps(self.endpoints(), indent=2) + "\n")
+
+
+_SERVERS = {"mosquitto", "kafka"}
+
+
+def _kafka_for(config: StackConfig, link: SupervisorLink | None) -> KafkaServer | KafkaCluster:
+    kafka: KafkaServer | KafkaCluster
+    kafka = KafkaCluster(config) if config.kafka_nodes > 1 else KafkaServer(config)
+    for node in kafka.nodes if isinstance(kafka, KafkaCluster) else [kafka]:
+        node.process.supervisor = link  # each node is supervised on its own
+    return kafka
+
+
+def _per_node(name: str, service: Service) -> list[tuple[str, Service]]:
+    """A cluster is one service to start and stop, one row per node in `status`."""
+    if isinstance(service, KafkaCluster):
+        return [(node.name, node) for node in service.nodes]
+    return [(name, service)]
+
+
+def _any_node_running(service: Service) -> bool:
+    return isinstance(service, KafkaCluster) and any(n.running() for n in service.nodes)

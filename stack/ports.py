@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 
 
@@ -30,3 +31,29 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def free_port_run(count: int, host: str = "127.0.0.1", tries: int = 200) -> int:
+    """The first of `count` consecutive ports that are all free now (for a local Kafka cluster,
+    whose nodes take consecutive ports).
+
+    Searched below Linux's ephemeral range (32768+), where every outgoing connection takes a
+    port and a run of free ones is rare on a busy machine; SO_REUSEADDR as the servers bind.
+    """
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(20000, 32768 - count)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise OSError(f"no run of {count} free ports found in {tries} tries")

@@ -76,7 +76,9 @@ def provision(
     admin = read_secret(admin_secret(secrets_dir))
     if admin is None:
         raise StackError(f"no registry admin secret in {admin_secret(secrets_dir)}")
-    store = KafkaStore(kafka_bootstrap)
+    # right after a 3-node cluster starts, its transaction coordinator took 34 s to answer
+    # (the 50-partition, 3-replica transaction-state topic is created on first use)
+    store = KafkaStore(kafka_bootstrap, timeout=120.0)
     mosquitto: DynsecClient | None = None
     try:
         created = store.ensure_topics()

@@ -9,6 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from stack.errors import StackError
+from stack.kafka_layout import Replication
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,28 @@ def ensure_topics(
     specs: tuple[TopicSpec, ...] | list[TopicSpec] = DESIGN_TOPICS,
     partitions: int = 12,
     timeout: float = 30.0,
+    brokers: int | None = None,
 ) -> list[str]:
-    """Create the topics that do not exist yet; returns the names created."""
+    """Create the topics that do not exist yet; returns the names created.
+
+    Replicated as the cluster allows: 3 replicas and min.insync.replicas 2 on 3+ brokers (set
+    on the topic, so an external cluster's broker defaults do not matter), 1 on one broker.
+    `brokers`: the cluster's size when known (a node that just started may not be listed yet).
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    if brokers is None:  # an external cluster: as many as it reports now
+        try:
+            brokers = len(admin.list_topics(timeout=timeout).brokers)
+        except KafkaException as exc:
+            raise StackError(f"Kafka at {bootstrap} did not answer: {exc.args[0]}") from exc
+    rep = Replication.for_brokers(brokers)
     new = [
-        NewTopic(s.name, num_partitions=partitions, replication_factor=1, config=s.topic_config())
+        NewTopic(
+            s.name,
+            num_partitions=partitions,
+            replication_factor=rep.factor,
+            config={"min.insync.replicas": str(rep.min_insync), **s.topic_config()},
+        )
         for s in specs
     ]
     created: list[str] = []

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -115,6 +116,30 @@ def local_stack_factory(
 
     def make(partitions: int = 12) -> Stack:
         local = Stack(local_stack_config(tmp_path_factory.mktemp("local-stack"), partitions))
+        made.append(local)
+        local.up()
+        return local
+
+    yield make
+    for local in made:
+        local.down()
+
+
+@pytest.fixture
+def local_cluster_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., Stack]]:
+    """Private Mosquitto + a KRaft cluster of `nodes` Kafka nodes (384m heap each) on free
+    ports, for tests that kill nodes (`stack.kafka_nodes[i].kill()/start()`); `changes` are
+    StackConfig fields (e.g. kafka_session_timeout_ms)."""
+    made: list[Stack] = []
+
+    def make(nodes: int = 3, partitions: int = 6, **changes: Any) -> Stack:
+        config = StackConfig.servers_on_free_ports(
+            tmp_path_factory.mktemp("local-cluster"), partitions, "384m", kafka_nodes=nodes
+        )
+        # a node's restart took 65 s under a load average of 50 (other tests' JVMs)
+        local = Stack(config.with_changes(**({"start_timeout": 180.0} | changes)))
         made.append(local)
         local.up()
         return local

@@ -174,3 +174,99 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
     assert _env(devices)["IOT_SIM_CREDENTIALS_FILE"] == "/secrets/devices.json"
     assert _mounts(devices)["/secrets"] == "secrets:ro"
     assert "secrets" in COMPOSE["volumes"]
+
+
+# -- docker-compose.kafka3.yml: the 3-node Kafka cluster merged over the base file ------------
+OVERLAY: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.kafka3.yml").read_text())
+
+
+def _merged() -> dict[str, dict[str, Any]]:
+    """What `docker compose -f docker-compose.yml -f docker-compose.kafka3.yml` runs: mappings
+    (environment, depends_on) merged key by key, everything else (command) replaced."""
+    merged = {name: dict(service) for name, service in SERVICES.items()}
+    for name, override in OVERLAY["services"].items():
+        service = merged.setdefault(name, {})
+        for key, value in override.items():
+            if isinstance(value, dict) and isinstance(service.get(key), dict):
+                service[key] = {**service[key], **value}
+            else:
+                service[key] = value
+    return merged
+
+
+CLUSTER = _merged()
+NODES = {n: s for n, s in CLUSTER.items() if s["command"][:3] == ["iot-stack", "serve", "kafka"]}
+
+
+def test_cluster_nodes_are_the_hosts_they_name_each_with_its_own_data() -> None:
+    assert sorted(NODES) == ["kafka", "kafka-2", "kafka-3"]
+    hosts = {_env(s)["IOT_KAFKA_NODE_HOSTS"] for s in NODES.values()}
+    assert hosts == {"kafka,kafka-2,kafka-3"}  # one list, and the services carry its names
+    ids = {}
+    for name, service in NODES.items():
+        command = service["command"]
+        assert command[command.index("--kafka-nodes") + 1] == "3", name
+        ids[name] = int(command[command.index("--kafka-node-id") + 1])
+        # node N is the N-th host of the list: its voters entry points at itself
+        hosts_list = next(iter(hosts)).split(",")
+        assert hosts_list[ids[name] - 1] == name
+        env = _env(service)
+        assert env["IOT_BIND_HOST"] == "0.0.0.0", name
+        assert env["IOT_KAFKA_HEAP"] == "384m", name
+        assert "healthcheck" in service, name
+    assert sorted(ids.values()) == [1, 2, 3]
+    assert len({_env(s)["IOT_KAFKA_CLUSTER_ID"] for s in NODES.values()}) == 1
+    volumes = [_mounts(s)["/data"] for s in NODES.values()]
+    assert len(set(volumes)) == 3
+    assert set(volumes) <= set(COMPOSE["volumes"]) | set(OVERLAY["volumes"])
+
+
+def test_every_cluster_client_gets_every_node() -> None:
+    every_node = ",".join(f"{name}:9092" for name in sorted(NODES))
+    clients = [n for n, s in CLUSTER.items() if "IOT_KAFKA_BOOTSTRAP" in _env(s)]
+    assert sorted(clients) == sorted(
+        n for n, s in SERVICES.items() if "IOT_KAFKA_BOOTSTRAP" in _env(s)
+    )
+    for name in clients:
+        assert _env(CLUSTER[name])["IOT_KAFKA_BOOTSTRAP"] == every_node, name
+    for name in ("topic-init", "auth-init"):
+        for node in NODES:
+            assert CLUSTER[name]["depends_on"][node] == {"condition": "service_healthy"}, name
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAY["services"]))
+def test_cluster_commands_parse_and_their_environment_is_read(name: str) -> None:
+    service = CLUSTER[name]
+    read = _env_names_read(service["command"][0])
+    assert not sorted(set(_env(service)) - read), name
+    if "build" in OVERLAY["services"][name]:  # a whole new service, not an override
+        assert service["image"] == SERVICES["kafka"]["image"]
+    command = service["command"]
+    module, func = SCRIPTS[command[0]].split(":")
+    code = f"import sys; from {module} import {func}; sys.exit({func}(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, *command[1:], "--help"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{name}: {command} does not parse:\n{result.stderr}"
+
+
+def test_a_cluster_node_renders_from_the_compose_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack.kafka_server import KafkaServer
+
+    service = CLUSTER["kafka-2"]
+    for key, value in _env(service).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("IOT_DATA_DIR", str(tmp_path))
+    command = service["command"]
+    cfg = StackConfig.from_env(
+        kafka_port=int(command[command.index("--kafka-port") + 1]),
+        kafka_nodes=3,
+        kafka_node_id=int(command[command.index("--kafka-node-id") + 1]),
+    )
+    text = KafkaServer(cfg, cfg.kafka_node_id).render_config().read_text()
+    assert "controller.quorum.voters=1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093" in text
+    assert "advertised.listeners=PLAINTEXT://kafka-2:9092" in text
+    assert "CONTROLLER://0.0.0.0:9093" in text

@@ -50,6 +50,10 @@ MAKEFILE = Makefile.read()
 # fenced command -> the test below that runs it, as shown (endpoints from the environment)
 RUN = {
     "iot-stack status": "test_stack_status_runs",
+    "iot-stack up --kafka-nodes 3": "test_kafka_cluster_examples_run",
+    "iot-stack up --kafka-bootstrap kafka-a:9092,kafka-b:9092,kafka-c:9092": (
+        "test_kafka_cluster_examples_run"
+    ),
     "iot-cmd send dev-00001 reboot --args '{\"delay_s\": 1}' --wait": "test_cmd_send_runs",
     "iot-cmd send dev-00042 set-rate --args '{\"hz\": 5}' --timeout 5 --wait": "test_cmd_send_runs",
     "iot-cmd send group:floor-2 reboot --timeout 10 --wait": "test_cmd_send_runs",
@@ -199,6 +203,9 @@ NOT_RUN = {
         "tests/api/test_apikeys.py runs the same sequence (create by admin Basic, HMAC publish "
         "with the date signed as MR's shell recipe does, bearer consume) on a registry of its own",
     ),
+    "docker compose -f docker-compose.yml -f docker-compose.kafka3.yml up -d": "no Docker "
+    "engine here; tests/test_compose.py checks the merged files against the code and renders "
+    "a node's config from its environment",
     "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",
@@ -777,3 +784,79 @@ def _answers(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+@pytest.mark.integration
+def test_kafka_cluster_examples_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """operations.md's Kafka cluster: `up --kafka-nodes 3` (authentication on, so the registry's
+    topics are made on the cluster too), `status` (the cluster's rows and lines), then a second
+    stack on that cluster as an external one (`up --kafka-bootstrap`, with the cluster's real
+    addresses for the example's host names): no local broker, and its status shows the cluster.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from stack.ports import free_port_run, free_ports
+
+    main = entry_point("iot-stack")
+    examples = {e.command: e for e in _run_by("test_kafka_cluster_examples_run")}
+    _clean_iot_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    started: list[Path] = []
+
+    kafka_port = free_port_run(6)  # the cluster's nodes: 3 x (client, controller)
+
+    def use(data_dir: Path) -> None:
+        taken = range(kafka_port, kafka_port + 6)
+        mqtt, bridge, commands = [p for p in free_ports(9) if p not in taken][:3]
+        monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
+        monkeypatch.setenv("IOT_MQTT_PORT", str(mqtt))
+        monkeypatch.setenv("IOT_STACK_BRIDGE_HTTP_PORT", str(bridge))
+        monkeypatch.setenv("IOT_STACK_COMMANDS_HTTP_PORT", str(commands))
+        monkeypatch.setenv("IOT_KAFKA_HEAP", "384m")
+
+    def status(argv: list[str]) -> dict[str, str]:
+        assert main(argv) == 0
+        out = capsys.readouterr().out.splitlines()
+        return {
+            line.split(":")[0] if line.startswith("kafka ") else line.split()[0]: line
+            for line in out
+        }
+
+    try:
+        use(tmp_path / "cluster")
+        monkeypatch.setenv("IOT_KAFKA_PORT", str(kafka_port))
+        started.append(tmp_path / "cluster")
+        assert main(list(examples["iot-stack up --kafka-nodes 3"].argv[1:])) == 0
+        capsys.readouterr()
+        rows = status(["status"])  # the docs' `iot-stack status` (no flags: the last `up`'s)
+        for node in ("kafka-1", "kafka-2", "kafka-3"):
+            assert "running (pid " in rows[node], rows
+        assert "kafka quorum leader" in rows
+        assert rows["kafka under-replicated partitions"].endswith(": 0")
+        bootstrap = json.loads((tmp_path / "cluster" / "stack.json").read_text())["kafka"]
+        assert len(bootstrap.split(",")) == 3
+
+        use(tmp_path / "edge")
+        monkeypatch.delenv("IOT_KAFKA_PORT")
+        shown = examples["iot-stack up --kafka-bootstrap kafka-a:9092,kafka-b:9092,kafka-c:9092"]
+        argv = [bootstrap if a.startswith("kafka-a:") else a for a in shown.argv[1:]]
+        started.append(tmp_path / "edge")
+        assert main(argv) == 0
+        capsys.readouterr()
+        rows = status(["status"])
+        assert not any(name.startswith("kafka-") for name in rows), rows  # no local broker
+        assert "bridge" in rows
+        assert rows["kafka brokers"].count("127.0.0.1:") == 3
+        assert not (tmp_path / "edge" / "kafka").exists()
+        meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        for topic in ("iot.telemetry", "iot.registry", "__consumer_offsets"):
+            if topic in meta.topics:
+                replicas = {len(p.replicas) for p in meta.topics[topic].partitions.values()}
+                assert replicas == {3}, topic
+        assert "iot.registry" in meta.topics
+    finally:
+        for data_dir in reversed(started):
+            monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
+            main(["down"])

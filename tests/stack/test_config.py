@@ -87,3 +87,36 @@ def test_bad_command_path_settings_are_rejected(changes: dict[str, object]) -> N
 def test_one_port_for_both_is_fine_when_no_separate_process_runs() -> None:
     cfg = StackConfig(bridge_http_port=9200, commands_http_port=9200, commands_mode="inline")
     assert cfg.bridge_http_port == cfg.commands_http_port
+
+
+def test_a_cluster_gives_every_client_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOT_KAFKA_NODES", "3")
+    cfg = StackConfig.from_env(kafka_port=19092)
+    assert cfg.kafka_nodes == 3
+    assert cfg.kafka_bootstrap == "127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096"
+
+
+def test_an_external_cluster_is_what_clients_get(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOT_STACK_KAFKA_BOOTSTRAP", "k1:9092,k2:9092")
+    assert StackConfig.from_env().kafka_bootstrap == "k1:9092,k2:9092"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kafka_nodes": 0},
+        {"kafka_nodes": 3, "kafka_node_id": 4},
+        {"kafka_nodes": 3, "kafka_port": 19092, "kafka_controller_port": 19094},
+        {"kafka_nodes": 3, "kafka_node_hosts": "a,b"},
+    ],
+)
+def test_impossible_clusters_are_refused(changes: dict[str, object]) -> None:
+    with pytest.raises(StackError):
+        StackConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_a_cluster_on_free_ports_takes_consecutive_ones(tmp_path: Path) -> None:
+    cfg = StackConfig.servers_on_free_ports(tmp_path, kafka_nodes=3)
+    ports = [p for n in cfg.kafka_layout for p in (n.port, n.controller_port)]
+    assert ports == list(range(cfg.kafka_port, cfg.kafka_port + 6))
+    assert cfg.mqtt_port not in ports

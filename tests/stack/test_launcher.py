@@ -100,3 +100,61 @@ def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
     )
     names = [st.name for st in _stack(tmp_path, commands_mode="separate").status()]
     assert names == ["mosquitto", "kafka", "bridge"]
+
+
+def test_an_external_kafka_starts_no_broker_and_every_client_gets_it(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, external_kafka="k1:9092,k2:9092,k3:9092", insecure_anonymous=True)
+    assert [name for name, _ in stack.services()] == ["mosquitto", "bridge", "commands"]
+    assert stack.bridge().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
+    assert stack.commands().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
+    assert stack.analytics().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
+    endpoints = stack.endpoints()
+    assert (endpoints["kafka"], endpoints["kafka_nodes"]) == ("k1:9092,k2:9092,k3:9092", "external")
+    assert endpoints["bridge"] == "http://127.0.0.1:9100/metrics"
+
+
+def test_a_cluster_is_one_service_to_start_and_a_row_per_node_in_status(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False)
+    assert [name for name, _ in stack.services()] == ["mosquitto", "kafka"]
+    assert [n.name for n in stack.kafka_nodes] == ["kafka-1", "kafka-2", "kafka-3"]
+    assert [st.name for st in stack.status()] == ["mosquitto", "kafka-1", "kafka-2", "kafka-3"]
+    assert stack.endpoints()["kafka_nodes"] == "3"
+    assert stack.bridge().env["IOT_KAFKA_BOOTSTRAP"] == (
+        "127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096"
+    )
+
+
+def test_down_and_status_find_the_cluster_a_plain_config_does_not_name(tmp_path: Path) -> None:
+    # `up --kafka-nodes 3` recorded its cluster; `down`/`status` without the flag still see it
+    (tmp_path / "stack.json").write_text(json.dumps({"kafka": "a:1,b:2,c:3", "kafka_nodes": "3"}))
+    stack = _stack(tmp_path, with_bridge=False)
+    known = dict(stack._all_known())
+    assert [n.name for n in known["kafka"].nodes] == ["kafka-1", "kafka-2", "kafka-3"]  # type: ignore[attr-defined]
+    assert stack.recorded_kafka_nodes() == "3"
+
+
+def test_down_stops_a_cluster_with_a_node_already_dead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack.kafka_server import KafkaCluster
+
+    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False)
+    cluster = stack.kafka
+    assert isinstance(cluster, KafkaCluster)
+    alive = {"kafka-2", "kafka-3"}  # kafka-1 was killed and not restarted
+    stopped: list[str] = []
+    for node in cluster.nodes:
+        monkeypatch.setattr(node, "running", lambda n=node.name: n in alive)
+        monkeypatch.setattr(node, "stop", lambda timeout=0.0, n=node.name: stopped.append(n))
+    assert not cluster.running()
+    stack.down(progress=lambda _msg: None)
+    assert sorted(stopped) == ["kafka-1", "kafka-2", "kafka-3"]
+
+
+def test_status_after_an_external_kafka_up_misses_no_broker(tmp_path: Path) -> None:
+    # `up --kafka-bootstrap` recorded it; a plain `status` (no flag, no env) must not want one
+    (tmp_path / "stack.json").write_text(
+        json.dumps({"mqtt": "x", "kafka": "k1:9092,k2:9092", "kafka_nodes": "external"})
+    )
+    names = [st.name for st in _stack(tmp_path, with_bridge=False).status()]
+    assert names == ["mosquitto"]

@@ -92,3 +92,64 @@ def test_cluster_ids_are_kafka_uuids_that_never_look_like_an_option() -> None:
     assert not any(i.startswith("-") for i in ids)
     assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_kafka_cluster_nodes_share_voters_and_replicate_by_three(tmp_path: Path) -> None:
+    cfg = StackConfig(data_dir=tmp_path, kafka_port=19092, kafka_nodes=3)
+    servers = [KafkaServer(cfg, n) for n in (1, 2, 3)]
+    props = [_props(s.render_config().read_text()) for s in servers]
+    voters = "1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097"
+    for n, p in enumerate(props, start=1):
+        port, controller = 19092 + 2 * (n - 1), 19093 + 2 * (n - 1)
+        assert p["node.id"] == str(n)
+        assert p["controller.quorum.voters"] == voters
+        assert "controller.quorum.bootstrap.servers" not in p
+        assert p["listeners"] == f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
+        assert p["log.dirs"] == str(tmp_path / "kafka" / f"node-{n}" / "data")
+        for key in (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+            "share.coordinator.state.topic.replication.factor",
+        ):
+            assert p[key] == "3", key
+        for key in (
+            "min.insync.replicas",
+            "transaction.state.log.min.isr",
+            "share.coordinator.state.topic.min.isr",
+        ):
+            assert p[key] == "2", key
+        assert p["unclean.leader.election.enable"] == "false"
+        assert p["broker.session.timeout.ms"] == str(cfg.kafka_session_timeout_ms)
+    assert [s.name for s in servers] == ["kafka-1", "kafka-2", "kafka-3"]
+    # one id for the whole cluster, kept for the next start
+    assert {s.cluster_id() for s in servers} == {
+        (tmp_path / "kafka" / "cluster.id").read_text().strip()
+    }
+
+
+def test_one_kafka_node_replicates_nothing(tmp_path: Path) -> None:
+    props = _props(KafkaServer(StackConfig(data_dir=tmp_path)).render_config().read_text())
+    assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "1"
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "1"
+
+
+def test_kafka_nodes_on_their_own_hosts_listen_on_the_bind_address(tmp_path: Path) -> None:
+    cfg = StackConfig(
+        data_dir=tmp_path,
+        bind_host="0.0.0.0",
+        kafka_nodes=3,
+        kafka_node_hosts="kafka,kafka-2,kafka-3",
+        kafka_cluster_id="Zm9vYmFyYmF6cXV1eDEyMw",
+    )
+    props = _props(KafkaServer(cfg, 2).render_config().read_text())
+    assert props["listeners"] == "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093"
+    assert props["advertised.listeners"] == "PLAINTEXT://kafka-2:9092"
+    assert props["controller.quorum.voters"] == "1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"
+    assert KafkaServer(cfg, 3).cluster_id() == "Zm9vYmFyYmF6cXV1eDEyMw"
+
+
+def test_cluster_nodes_get_a_smaller_heap_by_default(tmp_path: Path) -> None:
+    assert StackConfig(data_dir=tmp_path).kafka_heap_size == "768m"
+    assert StackConfig(data_dir=tmp_path, kafka_nodes=3).kafka_heap_size == "384m"
+    assert StackConfig(data_dir=tmp_path, kafka_nodes=3, kafka_heap="1g").kafka_heap_size == "1g"

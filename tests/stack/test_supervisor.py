@@ -101,7 +101,7 @@ def test_killed_service_is_restarted_with_growing_backoff_and_counted(
     assert waits[0] >= 0.45, waits
     assert waits[1] >= 0.95, waits
     assert waits[2] >= 1.95, waits
-    assert waits[2] < 5, waits
+    assert waits[2] < 15, waits  # the 2 s cap, with room for a loaded machine
     log_text = proc.log_path.read_text()
     assert "supervisor restart 3 of svc after killed by SIGKILL" in log_text
 
