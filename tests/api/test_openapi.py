@@ -34,8 +34,10 @@ def test_security_only_when_secured() -> None:
         "bearer",
         "cambria",
         "cambriaDate",
+        "token",  # sawmill's header
     }
     assert "401" in publish["responses"]
+    assert secured["paths"]["/push/{topic}"]["post"]["security"] == [{"token": []}]
     create_key = secured["paths"]["/apiKeys/create"]["post"]
     assert create_key["security"] == publish["security"]
     assert "secret" in str(SCHEMAS["ApiKeyIssued"])
