@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -84,7 +86,13 @@ def _wait(check: object, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
+def _pid(line: str) -> int | None:
+    return int(line.split("pid ")[1].split(")", maxsplit=1)[0]) if "running (pid" in line else None
+
+
+def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[str, float]]:
+    """`up --bridges 2`, the simulator at QoS 1 (optionally `kill -9` of bridge-2 mid-run),
+    then the verifier's report and each bridge's acknowledged count; `down` at the end."""
     mqtt, kafka, controller, commands_http, bridge_http = _ports(5, 10)
     data_dir = (tmp_path / "var").resolve()
     args = [
@@ -98,6 +106,7 @@ def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
     env = dict(os.environ) | {
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "180",
+        "IOT_STACK_RESTART_BACKOFF_INITIAL": "1",
         # anonymous (explicitly): the simulated devices publish without provisioned secrets
         "IOT_STACK_INSECURE_ANONYMOUS": "1",
     }
@@ -107,26 +116,45 @@ def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
         "IOT_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka}",
     }
     runs = str(tmp_path / "sim-runs")
-    started = time.monotonic()
+    ports = {"bridge-1": bridge_http, "bridge-2": bridge_http + 10}
     try:
         _cli("stack.cli", ["up", *args, "--bridges", "2", "--commands-mode", "off",
                            "--partitions", "6"], env)  # fmt: skip
         status = _status(args, env)
         assert [n for n in status if n.startswith("bridge")] == ["bridge-1", "bridge-2"]
-        for name, port in (("bridge-1", bridge_http), ("bridge-2", bridge_http + 10)):
+        for name, port in ports.items():
             assert "running (pid" in status[name], status[name]
             assert "restarts 0" in status[name], status[name]
             assert f":{port}/metrics" in status[name], status[name]
 
-        _cli("device_sim.cli", [
-            "run", "--devices", str(DEVICES), "--rate", str(RATE), "--qos", "1",
-            "--duration", str(DURATION_S), "--runs-dir", runs, "--no-progress",
-            "--device-prefix", "shared",
-        ], sim_env, timeout=180)  # fmt: skip
-        verify = ["verify", "--runs-dir", runs, "--wait-s", "60", "--json", "-"]
-        report = json.loads(_cli("device_sim.cli", verify, sim_env, timeout=180))
-        acked = {name: _acked(port) for name, port in
-                 (("bridge-1", bridge_http), ("bridge-2", bridge_http + 10))}  # fmt: skip
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "device_sim.cli", "run", "--devices", str(DEVICES),
+             "--rate", str(RATE), "--qos", "1", "--duration", str(DURATION_S),
+             "--runs-dir", runs, "--no-progress", "--device-prefix", "shared"],
+            env=sim_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            if kill_one:
+                _wait(lambda: _acked(ports["bridge-2"]) > 100, 60, "bridge-2 taking part")
+                victim = _pid(status["bridge-2"])
+                assert victim is not None
+                os.kill(victim, signal.SIGKILL)
+                _wait(
+                    lambda: _pid(_status(args, env)["bridge-2"]) not in (None, victim),
+                    30,
+                    "bridge-2 restarted by the supervisor",
+                )
+                line = _status(args, env)["bridge-2"]
+                assert "restarts 1 (last: killed by SIGKILL)" in line, line
+                assert "restarts 0" in _status(args, env)["bridge-1"]
+            _, err = sim.communicate(timeout=240)
+            assert sim.returncode == 0, err[-3000:]
+        finally:
+            if sim.poll() is None:
+                sim.kill()
+        verify = ["verify", "--runs-dir", runs, "--wait-s", "90", "--json", "-"]
+        report = json.loads(_cli("device_sim.cli", verify, sim_env, timeout=240))
+        acked = {name: _acked(port) for name, port in ports.items()}
     finally:
         down = subprocess.run(
             [sys.executable, "-m", "stack.cli", "down", *args],
@@ -135,16 +163,25 @@ def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert "stopping bridge-1" in down.stderr
     assert "stopping bridge-2" in down.stderr
+    return report, acked
 
+
+def _summary(report: dict[str, Any], acked: dict[str, float], seconds: float) -> str:
     per_device = {p["device"]: p["order_violations"] for p in report["problems"]}
     reordered_devices = sum(1 for n in per_device.values() if n)
-    print(
-        f"\n2 bridges: sent {report['sent']}, unique {report['unique']}, missing_acked "
+    return (
+        f"sent {report['sent']}, unique {report['unique']}, missing_acked "
         f"{report['missing_acked']}, duplicates {report['duplicates']}, reordered "
         f"{report['order_violations']} records on {reordered_devices}/{DEVICES} devices "
         f"(most on one device: {max(per_device.values(), default=0)}); acked per bridge "
-        f"{acked}; {time.monotonic() - started:.0f} s"
+        f"{acked}; {seconds:.0f} s"
     )
+
+
+def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
+    started = time.monotonic()
+    report, acked = _shared_run(tmp_path, kill_one=False)
+    print("\n2 bridges: " + _summary(report, acked, time.monotonic() - started))
     assert report["sent"] >= DEVICES * RATE * DURATION_S * 0.5, report["sent"]
     assert report["missing_acked"] == 0, report["problems"][:5]
     assert report["unique"] >= report["sent"] - report["missing_unacked"]
@@ -153,3 +190,16 @@ def test_two_bridges_share_the_load_and_lose_nothing(tmp_path: Path) -> None:
     assert all(n > 0 for n in acked.values()), acked
     assert sum(acked.values()) >= report["unique"]
     assert isinstance(report["order_violations"], int)
+
+
+@pytest.mark.slow
+def test_a_killed_bridge_is_restarted_alone_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    report, acked = _shared_run(tmp_path, kill_one=True)
+    print("\n2 bridges, bridge-2 killed: " + _summary(report, acked, time.monotonic() - started))
+    assert report["missing_acked"] == 0, report["problems"][:5]
+    assert not report["devices_spanning_partitions"]
+    # the restarted instance took part again (its counters start over with the process)
+    assert all(n > 0 for n in acked.values()), acked
