@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
+        "--bridge-processes",
+        default=None,
+        help="comma-separated process counts of our bridge's scaling runs on one shared "
+        "subscription (default 2,4; --quick: 2), e.g. 1,2,3",
+    )
+    run.add_argument(
         "--out",
         type=Path,
         default=ROOT / "bench" / "results",
@@ -150,6 +156,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--bridge-setting needs NAME=VALUE, got {item!r}", file=sys.stderr)
             return 2
         settings.append((name.strip(), value.strip()))
+    try:
+        processes = tuple(
+            int(p) for p in (args.bridge_processes or ("2" if args.quick else "2,4")).split(",")
+        )
+    except ValueError:
+        print("--bridge-processes must be comma-separated integers", file=sys.stderr)
+        return 2
+    if any(p < 1 for p in processes):
+        print("--bridge-processes must be >= 1", file=sys.stderr)
+        return 2
     options = SuiteOptions(
         quick=args.quick,
         duration_s=args.duration or (3.0 if args.quick else 10.0),
@@ -163,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         contenders=contenders,
         latency=not args.no_latency,
         scaling=not args.no_scaling,
-        bridge_processes=(2,) if args.quick else (2, 4),
+        bridge_processes=processes,
         repeats=args.repeat or (1 if args.quick else 2),
         bridge_settings=tuple(settings),
         mq_bridge_args=tuple(args.mq_bridge_args.split()),

@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         help="start only the servers, not the bridge",
     )  # fmt: skip
     up.add_argument(
+        "--bridges", type=int,
+        help="bridge processes (default 1); more share one MQTT subscription, each with its own "
+        "session and metrics port (bridge_http_port + 10 x (i - 1)), and lose per-device order "
+        "across them (docs/scaling.md); env IOT_STACK_BRIDGES",
+    )  # fmt: skip
+    up.add_argument(
         "--commands-mode", choices=COMMANDS_MODES, default=None,
         help="the command path: its own process `commands` (separate, default), a thread of "
         "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
@@ -176,6 +182,7 @@ def _config(args: argparse.Namespace) -> StackConfig:
         bridge_http_port=args.bridge_http_port,
         commands_http_port=args.commands_http_port,
         commands_mode=getattr(args, "commands_mode", None),
+        bridges=getattr(args, "bridges", None),
         partitions=getattr(args, "partitions", None),
         start_timeout=getattr(args, "timeout", None),
         with_bridge=getattr(args, "with_bridge", None),

@@ -16,6 +16,9 @@ from stack.ports import free_port_run, free_ports
 from stack.supervision import RestartPolicy
 
 COMMANDS_MODES = ("separate", "inline", "off")
+MAX_BRIDGES = 16
+# bridge-i of `--bridges N` (N > 1) answers on bridge_http_port + 10 * (i - 1): 9100, 9110, ...
+BRIDGE_PORT_STEP = 10
 
 
 def _env(name: str, default: Any, kind: type) -> Any:
@@ -106,6 +109,12 @@ class StackConfig:
     with_bridge: bool = _setting("IOT_STACK_BRIDGE", True, "start the bridge with the servers")
     bridge_http_port: int = _setting(
         "IOT_STACK_BRIDGE_HTTP_PORT", 9100, "the bridge's metrics and health port"
+    )
+    bridges: int = _setting(
+        "IOT_STACK_BRIDGES",
+        1,
+        "bridge processes; more than 1 share one MQTT subscription ($share/iot-bridge/...), "
+        "each with its own session and metrics port, and per-device order is then not kept",
     )
     commands_mode: str = _setting(
         "IOT_STACK_COMMANDS_MODE",
@@ -203,6 +212,14 @@ class StackConfig:
             value = getattr(self, name)
             if not 1 <= value <= 65535:
                 raise StackError(f"{name} must be a fixed TCP port, got {value}")
+        if not 1 <= self.bridges <= MAX_BRIDGES:
+            raise StackError(f"bridges must be 1-{MAX_BRIDGES}, got {self.bridges}")
+        bridge_ports = [self.bridge_http_port_of(i) for i in range(1, self.bridges + 1)]
+        if bridge_ports[-1] > 65535:
+            raise StackError(f"bridge {self.bridges}'s HTTP port {bridge_ports[-1]} is over 65535")
+        for name in ("commands_http_port", "analytics_http_port"):
+            if self.bridges > 1 and getattr(self, name) in bridge_ports:
+                raise StackError(f"{name} {getattr(self, name)} is one of the bridges' ports")
         if self.commands_mode not in COMMANDS_MODES:
             raise StackError(
                 f"commands_mode must be one of {', '.join(COMMANDS_MODES)}, "
@@ -320,6 +337,10 @@ class StackConfig:
 
     def with_changes(self, **changes: Any) -> StackConfig:
         return replace(self, **changes)
+
+    def bridge_http_port_of(self, index: int) -> int:
+        """The metrics/health port of shared bridge instance `index` (1-based)."""
+        return self.bridge_http_port + BRIDGE_PORT_STEP * (max(index, 1) - 1)
 
     @property
     def controller_port(self) -> int:

@@ -36,6 +36,9 @@ from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
 
+# the shared subscription group of `--bridges N` and the prefix of the instances' client ids
+BRIDGE_SHARE_GROUP = "iot-bridge"
+
 
 class Service(Protocol):
     process: ManagedProcess
@@ -172,24 +175,37 @@ class Stack:
         spec = FleetSpec(devices=self.config.devices)
         return [spec.device_id(i) for i in range(spec.devices)]
 
-    def bridge(self) -> AppService:
+    def bridge(self, index: int = 0) -> AppService:
+        """The bridge; index 0 = the only one, i >= 1 = instance `bridge-i` of `--bridges N`.
+
+        Instances share one subscription ($share/<group>/devices/+/...), so Mosquitto spreads
+        the messages over them. Each has its own client id, hence its own persistent session
+        (a shared id would take over the other's session), and its own metrics port.
+        """
         cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.bridge_http_port}"
+        port = cfg.bridge_http_port_of(index)
+        url = f"http://{cfg.connect_host}:{port}"
+        # separate: the `commands` service runs it; inline: a thread of the (first) bridge
+        inline = cfg.commands_mode == "inline" and index <= 1
         env = (
             self._app_env()
             | self._login_env("bridge")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
-                "IOT_HTTP_PORT": str(cfg.bridge_http_port),
-                # separate: the `commands` service runs it; inline: a thread of this process
-                "IOT_COMMANDS_ENABLED": "1" if cfg.commands_mode == "inline" else "0",
+                "IOT_HTTP_PORT": str(port),
+                "IOT_COMMANDS_ENABLED": "1" if inline else "0",
             }
             # tenants' msgs/s quotas come from the registry (none without authentication)
             | ({} if cfg.insecure_anonymous else {"IOT_REGISTRY_TOPIC": REGISTRY_TOPIC})
         )
+        if index >= 1:
+            env |= {
+                "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
+                "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
+            }
         return AppService(
             cfg,
-            "bridge",
+            f"bridge-{index}" if index >= 1 else "bridge",
             [sys.executable, "-m", "bridge.cli"],
             env=env,
             ready=lambda: http_ok(f"{url}/readyz"),
@@ -197,6 +213,20 @@ class Stack:
             endpoint=f"{url}/metrics",
             supervisor=self.link,
         )
+
+    def bridges(self) -> list[AppService]:
+        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription."""
+        if self.config.bridges == 1:
+            return [self.bridge()]
+        return [self.bridge(i) for i in range(1, self.config.bridges + 1)]
+
+    def _bridge_instances_seen(self) -> set[int]:
+        """Instances an earlier `up --bridges N` recorded or left pid files for (`down` and
+        `status` must find them all, whatever their own flags)."""
+        names = [path.stem for path in self.config.run_dir.glob("bridge-*.pid")]
+        names += list(self._recorded_endpoints())
+        suffixes = [name.removeprefix("bridge-") for name in names if name.startswith("bridge-")]
+        return {int(s) for s in suffixes if s.isdigit() and int(s) >= 1}
 
     def commands(self) -> AppService:
         """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
@@ -292,7 +322,7 @@ class Stack:
             found.append(("kafka", self.kafka))
         found += self.spark_cluster()
         if self.config.with_bridge:
-            found.append(("bridge", self.bridge()))
+            found += [(bridge.name, bridge) for bridge in self.bridges()]
             if self.config.commands_mode == "separate":
                 found.append(("commands", self.commands()))
         if self.config.with_analytics:
@@ -303,11 +333,14 @@ class Stack:
 
     def _all_known(self) -> list[tuple[str, Service]]:
         # `down`/`status` must find whatever an earlier `up` started, whatever its flags.
+        wanted = set(range(1, self.config.bridges + 1)) if self.config.bridges > 1 else set()
+        shared = [self.bridge(i) for i in sorted(wanted | self._bridge_instances_seen())]
         return [
             ("mosquitto", self.mosquitto),
             ("kafka", self._kafka_as_started()),
             *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
+            *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),

@@ -209,6 +209,9 @@ NOT_RUN = {
     "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",
+    "iot-stack up --bridges 2": "starts the services on the default ports (1883, 9092, 9100, "
+    "9110, 9101), which may be taken on a test machine; tests/stack/test_bridges_integration.py "
+    "runs `up --bridges 2` on free ports",
     "iot-sim run --devices 1000 --rate 5 --duration 60": _SIM_RUN,
     "iot-sim verify": "needs a finished `iot-sim run` (see above); "
     "tests/device_sim/test_integration.py verifies its runs",
@@ -239,6 +242,9 @@ NOT_RUN = {
     ),
     "python -m bench run --suite ingest": _BENCH,
     "python -m bench run --suite ingest --quick": _BENCH,
+    "python -m bench run --suite ingest --contenders iot-bridge-qos1 --payloads 1024 "
+    "--many-devices 0 --repeat 1 --duration 8 --no-latency --bridge-processes 1,2,3 "
+    "--out bench/results/bridges-run1": _BENCH,
     "python -m bench report bench/results/ingest.json": "re-renders the recorded benchmark "
     "results in place (it would rewrite bench/results/); tests/bench/test_report.py tests it",
     "python -m bench.commands_rtt --out-dir bench/results": _BENCH,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.cli import main
+from bench.suite_options import SuiteOptions
 
 
 def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -20,3 +21,19 @@ def test_unknown_contender_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 def test_bad_payloads_and_missing_command_are_usage_errors() -> None:
     assert main(["run", "--payloads", "1k"]) == 2
     assert main([]) == 2
+
+
+def test_bridge_processes_reach_the_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, ...]] = []
+
+    def fake_run_suite(options: SuiteOptions) -> None:
+        seen.append(options.bridge_processes)
+        raise RuntimeError("not run in unit tests")
+
+    monkeypatch.setattr("bench.suite.run_suite", fake_run_suite)
+    assert main(["run", "--bridge-processes", "1,2,3"]) == 1
+    assert main(["run", "--quick"]) == 1
+    assert main(["run"]) == 1
+    assert seen == [(1, 2, 3), (2,), (2, 4)]
+    assert main(["run", "--bridge-processes", "1,x"]) == 2
+    assert main(["run", "--bridge-processes", "0,2"]) == 2
