@@ -50,7 +50,8 @@ def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path)
     cfg = StackConfig.servers_on_free_ports(tmp_path, partitions=3)
     ports = {cfg.mqtt_port, cfg.kafka_port, cfg.controller_port}
     assert len(ports) == 3
-    assert (cfg.with_bridge, cfg.with_analytics, cfg.devices, cfg.partitions) == (
+    assert (cfg.with_bridge, cfg.with_api, cfg.with_analytics, cfg.devices, cfg.partitions) == (
+        False,
         False,
         False,
         0,
@@ -74,6 +75,7 @@ def test_commands_mode_defaults_to_separate_and_reads_its_env(
     [
         {"commands_mode": "both"},
         {"commands_http_port": 0},
+        {"api_port": 0},
         {"bridge_http_port": 70000},
         # both processes on one port
         {"bridge_http_port": 9200, "commands_http_port": 9200, "commands_mode": "separate"},
@@ -87,3 +89,15 @@ def test_bad_command_path_settings_are_rejected(changes: dict[str, object]) -> N
 def test_one_port_for_both_is_fine_when_no_separate_process_runs() -> None:
     cfg = StackConfig(bridge_http_port=9200, commands_http_port=9200, commands_mode="inline")
     assert cfg.bridge_http_port == cfg.commands_http_port
+
+
+def test_iot_api_is_on_by_default_at_3904_and_reads_its_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = StackConfig()
+    assert (cfg.with_api, cfg.api_port, cfg.api_console) == (True, 3904, False)
+    monkeypatch.setenv("IOT_STACK_API", "0")
+    monkeypatch.setenv("IOT_STACK_API_PORT", "13904")
+    monkeypatch.setenv("IOT_STACK_CONSOLE", "1")
+    cfg = StackConfig.from_env()
+    assert (cfg.with_api, cfg.api_port, cfg.api_console) == (False, 13904, True)
