@@ -13,7 +13,7 @@ setup:
 
 ## The main job: Mosquitto, Kafka, the bridge, the Spark streaming job and simulated devices.
 run: setup
-	$(BIN)/iot-stack up --analytics --devices $(DEVICES) --device-rate $(RATE)
+	$(BIN)/iot-stack up --analytics --console --devices $(DEVICES) --device-rate $(RATE)
 
 stop:
 	$(BIN)/iot-stack down
