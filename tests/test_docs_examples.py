@@ -157,8 +157,8 @@ _SIM_RUN = (
 _BENCH = "a benchmark of minutes on its own servers; parsed here, its parts tested in tests/bench/"
 NOT_RUN = {
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
-    "(iot-stack up --analytics --devices 200 --device-rate 2) is parsed here and `up` is "
-    "tested by tests/stack/test_stack_integration.py",
+    "(iot-stack up --analytics --console --devices 200 --device-rate 2) is parsed here and "
+    "`up` is tested by tests/stack/test_stack_integration.py",
     "make test": "the whole test suite (this module included)",
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",
@@ -169,10 +169,22 @@ NOT_RUN = {
     "iot-api --registry-auth --console --console-admin-password-file "
     "var/secrets/registry-admin.secret": "needs the running stack's registry and secrets; "
     "tests/api/console/conftest.py starts the same service line on free ports",
+    **dict.fromkeys(
+        (
+            "iot-devices --admin-password-file var/secrets/registry-admin.secret account create "
+            "pub1 --role api",
+            "curl -s -u 'pub1:<secret>' -X POST -H 'Content-Type: application/json' "
+            "-d '[{\"t\": 21.5}]' localhost:3904/events/demo",
+        ),
+        "README's publish through the stack's iot-api needs `make run`'s registry on the default "
+        "ports; tests/stack/test_stack_api_integration.py does the same on free ports: "
+        "`account create pub1 --role api` against the stack's registry, then a Basic-auth "
+        "POST /events/{topic} that must land in Kafka",
+    ),
     "iot-devices --admin-password-file var/secrets/registry-admin.secret account create alice "
     "--role operator": "needs the running stack's registry; tests/api/console/conftest.py "
     "creates its operator accounts with this command",
-    "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
+    "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101, 3904), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",
     "iot-sim run --devices 1000 --rate 5 --duration 60": _SIM_RUN,
@@ -261,7 +273,7 @@ def test_command_parses(example: Example) -> None:
 
 def test_make_variables_and_targets_are_checked() -> None:
     assert MAKEFILE.commands(["run", "DEVICES=1000", "RATE=5"])[-1] == (
-        "iot-stack", "up", "--analytics", "--devices", "1000", "--device-rate", "5",
+        "iot-stack", "up", "--analytics", "--console", "--devices", "1000", "--device-rate", "5",
     )  # fmt: skip
     with pytest.raises(AssertionError, match="no variable DEVCES"):
         MAKEFILE.commands(["run", "DEVCES=1000"])
