@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEVICES ?= 200
 RATE ?= 2
 
-.PHONY: setup run stop status test lint unit integration bench bench-commands
+.PHONY: setup run stop status test lint unit integration bench bench-commands bench-http
 
 setup:
 	@bash .ci/setup
@@ -39,3 +39,7 @@ bench: setup
 ## Command round trip at 1,000 commands/s, 1,000 devices, telemetry at half the bridge's maximum.
 bench-commands: setup
 	$(BIN)/python -m bench.commands_rtt --out-dir bench/results
+
+## iot-api over Kafka: batch and single publish, long-poll consume, latency, memory (docs/benchmarks.md)
+bench-http: setup
+	$(BIN)/python -m bench.http_api --out-dir bench/results
