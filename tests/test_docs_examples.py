@@ -163,6 +163,8 @@ NOT_RUN = {
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",
     "make bench-commands": _BENCH,
+    "make bench-http": _BENCH,
+    "python -m bench.http_api --seconds 5 --long-polls 1000 --out-dir bench/results": _BENCH,
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
     "its own",
