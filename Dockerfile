@@ -27,6 +27,7 @@ COPY appconfig/ appconfig/
 COPY bridge/ bridge/
 COPY device_sim/ device_sim/
 COPY registry/ registry/
+COPY api/ api/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
 COPY mosquitto/ mosquitto/

@@ -7,14 +7,14 @@ DEVICES ?= 200
 RATE ?= 2
 FLEET_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet
+.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet bench-http
 
 setup:
 	@bash .ci/setup
 
 ## The main job: Mosquitto, Kafka, the bridge, the Spark streaming job and simulated devices.
 run: setup
-	$(BIN)/iot-stack up --analytics --devices $(DEVICES) --device-rate $(RATE)
+	$(BIN)/iot-stack up --analytics --console --devices $(DEVICES) --device-rate $(RATE)
 
 stop:
 	$(BIN)/iot-stack down
@@ -44,3 +44,7 @@ bench-commands: setup
 ## A fleet at scale: 20,000 devices (one connection each) for 30 minutes; FLEET_ARGS shortens it.
 bench-fleet: setup
 	$(BIN)/python -m bench.fleet --out-dir bench/results $(FLEET_ARGS)
+
+## iot-api over Kafka: batch and single publish, long-poll consume, latency, memory (docs/benchmarks.md)
+bench-http: setup
+	$(BIN)/python -m bench.http_api --out-dir bench/results

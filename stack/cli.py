@@ -24,9 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = new_parser(
         "iot-stack",
         "Start, inspect and stop the local appliance stack: Mosquitto, Kafka (KRaft), the "
-        "bridge and the command path, and optionally the Spark analytics job and simulated "
-        "devices. Every option also reads an IOT_* environment variable (see "
-        "docs/operations.md).",
+        "bridge, the command path and iot-api (the HTTP door), and optionally the Spark "
+        "analytics job and simulated devices. Every option also reads an IOT_* environment "
+        "variable (see docs/operations.md).",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="metrics/health port of the separate command path process (default 9101)",
     )
+    common.add_argument("--api-port", type=int, help="iot-api's HTTP port (default 3904)")
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -71,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         "--commands-mode", choices=COMMANDS_MODES, default=None,
         help="the command path: its own process `commands` (separate, default), a thread of "
         "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
+    )  # fmt: skip
+    up.add_argument(
+        "--no-api", dest="with_api", action="store_false", default=None,
+        help="do not start iot-api, the HTTP door (env IOT_STACK_API=0)",
+    )  # fmt: skip
+    up.add_argument(
+        "--console", dest="api_console", action="store_true", default=None,
+        help="serve the operator console under iot-api's /console (env IOT_STACK_CONSOLE)",
     )  # fmt: skip
     up.add_argument(
         "--analytics", dest="with_analytics", action="store_true", default=None,
@@ -181,6 +190,9 @@ def _config(args: argparse.Namespace) -> StackConfig:
         bind_host=args.bind_host,
         bridge_http_port=args.bridge_http_port,
         commands_http_port=args.commands_http_port,
+        api_port=args.api_port,
+        with_api=getattr(args, "with_api", None),
+        api_console=getattr(args, "api_console", None),
         commands_mode=getattr(args, "commands_mode", None),
         bridges=getattr(args, "bridges", None),
         partitions=getattr(args, "partitions", None),

@@ -125,6 +125,13 @@ class StackConfig:
     commands_http_port: int = _setting(
         "IOT_STACK_COMMANDS_HTTP_PORT", 9101, "the separate command path's metrics and health port"
     )
+    with_api: bool = _setting(
+        "IOT_STACK_API", True, "start iot-api (the HTTP door, docs/api.md) with the servers"
+    )
+    api_port: int = _setting("IOT_STACK_API_PORT", 3904, "iot-api's HTTP port")
+    api_console: bool = _setting(
+        "IOT_STACK_CONSOLE", False, "serve the operator console under iot-api's /console"
+    )
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )
@@ -208,7 +215,7 @@ class StackConfig:
                 raise StackError(f"{name} must be a TCP port, got {value}")
         if self.mqtt_port == 0 or self.kafka_port == 0:
             raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
-        for name in ("bridge_http_port", "commands_http_port", "analytics_http_port"):
+        for name in ("bridge_http_port", "commands_http_port", "analytics_http_port", "api_port"):
             value = getattr(self, name)
             if not 1 <= value <= 65535:
                 raise StackError(f"{name} must be a fixed TCP port, got {value}")
@@ -322,6 +329,7 @@ class StackConfig:
             partitions=partitions,
             kafka_heap=kafka_heap,
             with_bridge=False,
+            with_api=False,
             with_analytics=False,
             supervise=False,
             insecure_anonymous=True,

@@ -22,7 +22,7 @@ from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
 from stack.provisioning import account_login, provision
-from stack.secret_files import device_credentials
+from stack.secret_files import admin_secret, device_credentials
 from stack.spark_cluster import (
     SparkMaster,
     SparkWorker,
@@ -251,6 +251,42 @@ class Stack:
             supervisor=self.link,
         )
 
+    def api(self) -> AppService:
+        """iot-api, the HTTP door: registry Basic auth, or anonymous when the stack is."""
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.api_port}"
+        auth = "IOT_INSECURE_ANONYMOUS" if cfg.insecure_anonymous else "IOT_REGISTRY_AUTH"
+        env = {
+            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
+            "IOT_API_HOST": cfg.connect_host,
+            "IOT_API_PORT": str(cfg.api_port),
+            auth: "1",
+        }
+        if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
+            host = cfg.connect_host
+            env |= {
+                "IOT_CONSOLE": "1",
+                "IOT_CONSOLE_MQTT_HOST": host,
+                "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
+                "IOT_CONSOLE_SERVICES": f"bridge=http://{host}:{cfg.bridge_http_port},"
+                f"commands=http://{host}:{cfg.commands_http_port},"
+                f"analytics=http://{host}:{cfg.analytics_http_port}",
+                "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
+                "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
+            }
+            if not cfg.insecure_anonymous:
+                env["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+        return AppService(
+            cfg,
+            "api",
+            [sys.executable, "-m", "api"],
+            env=env,
+            ready=lambda: http_ok(f"{url}/readyz"),
+            ready_what=f"{url}/readyz answering 200",
+            endpoint=url,
+            supervisor=self.link,
+        )
+
     def analytics(self) -> AppService:
         cfg = self.config
         url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
@@ -325,6 +361,8 @@ class Stack:
             found += [(bridge.name, bridge) for bridge in self.bridges()]
             if self.config.commands_mode == "separate":
                 found.append(("commands", self.commands()))
+        if self.config.with_api:
+            found.append(("api", self.api()))
         if self.config.with_analytics:
             found.append(("analytics", self.analytics()))
         if self.config.devices > 0:
@@ -342,6 +380,7 @@ class Stack:
             ("bridge", self.bridge()),
             *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
+            ("api", self.api()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
         ]

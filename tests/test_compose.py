@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from api.config import ApiConfig
+from api.console.config import ConsoleConfig
 from bridge.config import BridgeConfig
 from stack.config import StackConfig
 
@@ -27,6 +29,8 @@ def _env_names_read(script: str) -> set[str]:
     """The IOT_* names the program behind `script` reads."""
     if script in ("iot-bridge", "iot-cmd"):  # both read every BridgeConfig setting
         return {"IOT_" + f.name.upper() for f in fields(BridgeConfig)}
+    if script == "iot-api":  # every ApiConfig and ConsoleConfig setting, as IOT_<NAME>
+        return {"IOT_" + f.name.upper() for f in (*fields(ApiConfig), *fields(ConsoleConfig))}
     if script == "iot-stack":
         return {f.metadata["env"] for f in fields(StackConfig)} | {
             "IOT_KAFKA_BOOTSTRAP",  # `iot-stack topics` and `iot-stack provision`
@@ -106,6 +110,18 @@ def test_ports_agree() -> None:
     assert commands["ports"] == [f"{commands_port}:{commands_port}"]
     assert f"localhost:{commands_port}/readyz" in " ".join(commands["healthcheck"]["test"])
     assert _env(commands)["IOT_HTTP_HOST"] == "0.0.0.0"
+    api = SERVICES["api"]
+    api_port = _env(api)["IOT_API_PORT"]
+    assert api["ports"] == [f"{api_port}:{api_port}"]
+    assert f"localhost:{api_port}/readyz" in " ".join(api["healthcheck"]["test"])
+    assert _env(api)["IOT_API_HOST"] == "0.0.0.0"
+    watched = _env(api)["IOT_CONSOLE_SERVICES"]
+    assert f"bridge=http://bridge:{http_port}" in watched
+    assert f"commands=http://commands:{commands_port}" in watched
+    assert (
+        f"analytics=http://analytics:{_env(SERVICES['analytics'])['IOT_ANALYTICS_HTTP_PORT']}"
+        in (watched)
+    )
 
 
 def test_the_command_path_runs_once_in_its_own_service() -> None:
@@ -129,6 +145,7 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
         "bridge",
         "device_sim",
         "registry",
+        "api",
         "spark_jobs",
         "stack",
         "mosquitto",
@@ -170,6 +187,12 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
         assert _mounts(SERVICES[name])["/secrets"] == "secrets:ro", name
         cond = SERVICES[name]["depends_on"]["auth-init"]
         assert cond == {"condition": "service_completed_successfully"}, name
+    # iot-api checks callers against the registry; its console changes devices as svc/registry
+    api = SERVICES["api"]
+    assert "--registry-auth" in api["command"]
+    assert _env(api)["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] == "/secrets/registry-admin.secret"
+    assert _mounts(api)["/secrets"] == "secrets:ro"
+    assert api["depends_on"]["auth-init"] == {"condition": "service_completed_successfully"}
     devices = SERVICES["devices"]
     assert _env(devices)["IOT_SIM_CREDENTIALS_FILE"] == "/secrets/devices.json"
     assert _mounts(devices)["/secrets"] == "secrets:ro"

@@ -167,8 +167,8 @@ _CLUSTER = (
 )
 NOT_RUN = {
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
-    "(iot-stack up --analytics --devices 200 --device-rate 2) is parsed here and `up` is "
-    "tested by tests/stack/test_stack_integration.py",
+    "(iot-stack up --analytics --console --devices 200 --device-rate 2) is parsed here and "
+    "`up` is tested by tests/stack/test_stack_integration.py",
     "make test": "the whole test suite (this module included)",
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",
@@ -179,12 +179,26 @@ NOT_RUN = {
     ),
     "python -m bench.fleet --render bench/results/fleet-short.json": "re-renders the recorded "
     "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
+    "make bench-http": _BENCH,
+    "python -m bench.http_api --seconds 5 --long-polls 1000 --out-dir bench/results": _BENCH,
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
     "its own",
     "iot-api --registry-auth --console --console-admin-password-file "
     "var/secrets/registry-admin.secret": "needs the running stack's registry and secrets; "
     "tests/api/console/conftest.py starts the same service line on free ports",
+    **dict.fromkeys(
+        (
+            "iot-devices --admin-password-file var/secrets/registry-admin.secret account create "
+            "pub1 --role api",
+            "curl -s -u 'pub1:<secret>' -X POST -H 'Content-Type: application/json' "
+            "-d '[{\"t\": 21.5}]' localhost:3904/events/demo",
+        ),
+        "README's publish through the stack's iot-api needs `make run`'s registry on the default "
+        "ports; tests/stack/test_stack_api_integration.py does the same on free ports: "
+        "`account create pub1 --role api` against the stack's registry, then a Basic-auth "
+        "POST /events/{topic} that must land in Kafka",
+    ),
     "iot-devices --admin-password-file var/secrets/registry-admin.secret account create alice "
     "--role operator": "needs the running stack's registry; tests/api/console/conftest.py "
     "creates its operator accounts with this command",
@@ -206,7 +220,7 @@ NOT_RUN = {
     "docker compose -f docker-compose.yml -f docker-compose.kafka3.yml up -d": "no Docker "
     "engine here; tests/test_compose.py checks the merged files against the code and renders "
     "a node's config from its environment",
-    "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101), "
+    "iot-stack up": "starts the services on the default ports (1883, 9092, 9100, 9101, 3904), "
     "which may be taken on a test machine; tests/stack/test_stack_integration.py runs `up` "
     "on free ports",
     "iot-stack up --bridges 2": "starts the services on the default ports (1883, 9092, 9100, "
@@ -324,7 +338,7 @@ def test_command_parses(example: Example) -> None:
 
 def test_make_variables_and_targets_are_checked() -> None:
     assert MAKEFILE.commands(["run", "DEVICES=1000", "RATE=5"])[-1] == (
-        "iot-stack", "up", "--analytics", "--devices", "1000", "--device-rate", "5",
+        "iot-stack", "up", "--analytics", "--console", "--devices", "1000", "--device-rate", "5",
     )  # fmt: skip
     with pytest.raises(AssertionError, match="no variable DEVCES"):
         MAKEFILE.commands(["run", "DEVCES=1000"])
@@ -815,8 +829,9 @@ def test_kafka_cluster_examples_run(
 
     def use(data_dir: Path) -> None:
         taken = range(kafka_port, kafka_port + 6)
-        mqtt, bridge, commands = [p for p in free_ports(9) if p not in taken][:3]
+        mqtt, bridge, commands, api = [p for p in free_ports(10) if p not in taken][:4]
         monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
+        monkeypatch.setenv("IOT_STACK_API_PORT", str(api))
         monkeypatch.setenv("IOT_MQTT_PORT", str(mqtt))
         monkeypatch.setenv("IOT_STACK_BRIDGE_HTTP_PORT", str(bridge))
         monkeypatch.setenv("IOT_STACK_COMMANDS_HTTP_PORT", str(commands))

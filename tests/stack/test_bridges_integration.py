@@ -118,7 +118,7 @@ def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[st
     runs = str(tmp_path / "sim-runs")
     ports = {"bridge-1": bridge_http, "bridge-2": bridge_http + 10}
     try:
-        _cli("stack.cli", ["up", *args, "--bridges", "2", "--commands-mode", "off",
+        _cli("stack.cli", ["up", *args, "--bridges", "2", "--commands-mode", "off", "--no-api",
                            "--partitions", "6"], env)  # fmt: skip
         status = _status(args, env)
         assert [n for n in status if n.startswith("bridge")] == ["bridge-1", "bridge-2"]

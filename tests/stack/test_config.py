@@ -50,7 +50,8 @@ def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path)
     cfg = StackConfig.servers_on_free_ports(tmp_path, partitions=3)
     ports = {cfg.mqtt_port, cfg.kafka_port, cfg.controller_port}
     assert len(ports) == 3
-    assert (cfg.with_bridge, cfg.with_analytics, cfg.devices, cfg.partitions) == (
+    assert (cfg.with_bridge, cfg.with_api, cfg.with_analytics, cfg.devices, cfg.partitions) == (
+        False,
         False,
         False,
         0,
@@ -74,6 +75,7 @@ def test_commands_mode_defaults_to_separate_and_reads_its_env(
     [
         {"commands_mode": "both"},
         {"commands_http_port": 0},
+        {"api_port": 0},
         {"bridge_http_port": 70000},
         # both processes on one port
         {"bridge_http_port": 9200, "commands_http_port": 9200, "commands_mode": "separate"},
@@ -120,3 +122,15 @@ def test_a_cluster_on_free_ports_takes_consecutive_ones(tmp_path: Path) -> None:
     ports = [p for n in cfg.kafka_layout for p in (n.port, n.controller_port)]
     assert ports == list(range(cfg.kafka_port, cfg.kafka_port + 6))
     assert cfg.mqtt_port not in ports
+
+
+def test_iot_api_is_on_by_default_at_3904_and_reads_its_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = StackConfig()
+    assert (cfg.with_api, cfg.api_port, cfg.api_console) == (True, 3904, False)
+    monkeypatch.setenv("IOT_STACK_API", "0")
+    monkeypatch.setenv("IOT_STACK_API_PORT", "13904")
+    monkeypatch.setenv("IOT_STACK_CONSOLE", "1")
+    cfg = StackConfig.from_env()
+    assert (cfg.with_api, cfg.api_port, cfg.api_console) == (False, 13904, True)

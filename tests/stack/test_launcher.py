@@ -19,9 +19,9 @@ def _stack(tmp_path: Path, **changes: object) -> Stack:
 @pytest.mark.parametrize(
     ("mode", "names", "inline"),
     [
-        ("separate", ["mosquitto", "kafka", "bridge", "commands"], "0"),
-        ("inline", ["mosquitto", "kafka", "bridge"], "1"),
-        ("off", ["mosquitto", "kafka", "bridge"], "0"),
+        ("separate", ["mosquitto", "kafka", "bridge", "commands", "api"], "0"),
+        ("inline", ["mosquitto", "kafka", "bridge", "api"], "1"),
+        ("off", ["mosquitto", "kafka", "bridge", "api"], "0"),
     ],
 )
 def test_services_per_commands_mode(
@@ -42,6 +42,8 @@ def test_the_bridge_reads_tenant_quotas_from_the_registry_when_authentication_is
 
 def test_no_bridge_means_no_command_path(tmp_path: Path) -> None:
     stack = _stack(tmp_path, with_bridge=False)
+    assert [name for name, _ in stack.services()] == ["mosquitto", "kafka", "api"]
+    stack = _stack(tmp_path, with_bridge=False, with_api=False)
     assert [name for name, _ in stack.services()] == ["mosquitto", "kafka"]
 
 
@@ -92,7 +94,7 @@ def test_insecure_anonymous_gives_no_logins_and_says_so(tmp_path: Path) -> None:
 def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
     # nothing runs; before any `up` the config says what is expected
     names = [st.name for st in _stack(tmp_path, commands_mode="separate").status()]
-    assert names == ["mosquitto", "kafka", "bridge", "commands"]
+    assert names == ["mosquitto", "kafka", "bridge", "commands", "api"]
     # an `up --commands-mode inline` recorded no `commands`: a later plain `status` does not
     # report a missing process that was never meant to run
     (tmp_path / "stack.json").write_text(
@@ -104,7 +106,7 @@ def test_status_wants_what_the_last_up_started(tmp_path: Path) -> None:
 
 def test_an_external_kafka_starts_no_broker_and_every_client_gets_it(tmp_path: Path) -> None:
     stack = _stack(tmp_path, external_kafka="k1:9092,k2:9092,k3:9092", insecure_anonymous=True)
-    assert [name for name, _ in stack.services()] == ["mosquitto", "bridge", "commands"]
+    assert [name for name, _ in stack.services()] == ["mosquitto", "bridge", "commands", "api"]
     assert stack.bridge().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
     assert stack.commands().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
     assert stack.analytics().env["IOT_KAFKA_BOOTSTRAP"] == "k1:9092,k2:9092,k3:9092"
@@ -114,7 +116,7 @@ def test_an_external_kafka_starts_no_broker_and_every_client_gets_it(tmp_path: P
 
 
 def test_a_cluster_is_one_service_to_start_and_a_row_per_node_in_status(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False)
+    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False, with_api=False)
     assert [name for name, _ in stack.services()] == ["mosquitto", "kafka"]
     assert [n.name for n in stack.kafka_nodes] == ["kafka-1", "kafka-2", "kafka-3"]
     assert [st.name for st in stack.status()] == ["mosquitto", "kafka-1", "kafka-2", "kafka-3"]
@@ -138,7 +140,7 @@ def test_down_stops_a_cluster_with_a_node_already_dead(
 ) -> None:
     from stack.kafka_server import KafkaCluster
 
-    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False)
+    stack = _stack(tmp_path, kafka_nodes=3, kafka_port=19092, with_bridge=False, with_api=False)
     cluster = stack.kafka
     assert isinstance(cluster, KafkaCluster)
     alive = {"kafka-2", "kafka-3"}  # kafka-1 was killed and not restarted
@@ -158,3 +160,42 @@ def test_status_after_an_external_kafka_up_misses_no_broker(tmp_path: Path) -> N
     )
     names = [st.name for st in _stack(tmp_path, with_bridge=False).status()]
     assert names == ["mosquitto"]
+
+
+def test_iot_api_uses_registry_auth_unless_the_stack_is_anonymous(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, kafka_port=19092, api_port=13904)
+    api = stack.api()
+    assert api.argv == [sys.executable, "-m", "api"]
+    assert api.env == {
+        "IOT_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "IOT_API_HOST": "127.0.0.1",
+        "IOT_API_PORT": "13904",
+        "IOT_REGISTRY_AUTH": "1",
+    }
+    assert stack.endpoints()["api"] == "http://127.0.0.1:13904"
+    anonymous = _stack(tmp_path, insecure_anonymous=True).api().env
+    assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
+    assert "IOT_REGISTRY_AUTH" not in anonymous
+
+
+def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
+    tmp_path: Path,
+) -> None:
+    stack = _stack(
+        tmp_path,
+        api_console=True,
+        mqtt_port=11883,
+        bridge_http_port=19100,
+        analytics_http_port=19102,
+    )
+    env = stack.api().env
+    assert env["IOT_CONSOLE"] == "1"
+    assert env["IOT_CONSOLE_MQTT_PORT"] == "11883"
+    assert env["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] == str(tmp_path / "secrets/registry-admin.secret")
+    assert "bridge=http://127.0.0.1:19100," in env["IOT_CONSOLE_SERVICES"]
+    assert env["IOT_CONSOLE_SERVICES"].endswith("analytics=http://127.0.0.1:19102")
+    assert env["IOT_CONSOLE_WAREHOUSE"] == str(tmp_path / "warehouse")
+    # anonymous Mosquitto: no admin client to log in as
+    anonymous = _stack(tmp_path, api_console=True, insecure_anonymous=True).api().env
+    assert "IOT_CONSOLE_ADMIN_PASSWORD_FILE" not in anonymous
+    assert "IOT_CONSOLE" not in _stack(tmp_path).api().env

@@ -21,7 +21,9 @@ def _stack(tmp_path: Path, **changes: object) -> Stack:
 
 def test_one_bridge_is_the_unshared_bridge_of_before(tmp_path: Path) -> None:
     stack = _stack(tmp_path)
-    assert [name for name, _ in stack.services()] == ["mosquitto", "kafka", "bridge", "commands"]
+    assert [name for name, _ in stack.services()] == [
+        "mosquitto", "kafka", "bridge", "commands", "api",
+    ]  # fmt: skip
     env = stack.bridge().env
     # its client id stays the bridge's default (iot-bridge): the persistent session of before
     assert "IOT_MQTT_CLIENT_ID" not in env
@@ -34,7 +36,7 @@ def test_three_bridges_share_one_subscription_with_own_sessions_and_ports(
 ) -> None:
     stack = _stack(tmp_path, bridges=3, bridge_http_port=19100, insecure_anonymous=True)
     names = [name for name, _ in stack.services()]
-    assert names == ["mosquitto", "kafka", "bridge-1", "bridge-2", "bridge-3", "commands"]
+    assert names == ["mosquitto", "kafka", "bridge-1", "bridge-2", "bridge-3", "commands", "api"]
     bridges = stack.bridges()
     for i, bridge in enumerate(bridges, start=1):
         assert bridge.argv == [sys.executable, "-m", "bridge.cli"]

@@ -58,8 +58,8 @@ def test_up_spark_workers_supervised_status_and_down(tmp_path: Path) -> None:
     }
     workers_alive = lambda: alive_worker_ui_ports(master_json("127.0.0.1", master_ui))  # noqa: E731
     up = _cli(
-        ["up", *args, "--no-bridge", "--spark-workers", "2", "--spark-worker-cores", "1",
-         "--spark-worker-memory", "768m"],
+        ["up", *args, "--no-bridge", "--no-api", "--spark-workers", "2",
+         "--spark-worker-cores", "1", "--spark-worker-memory", "768m"],
         env, timeout=900,
     )  # fmt: skip
     seen: dict[str, int | None] = {}

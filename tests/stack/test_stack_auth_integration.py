@@ -83,7 +83,7 @@ def _pid_of(status: str, name: str) -> int:
 
 
 def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http = free_ports(5)
+    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
     data_dir = (tmp_path / "var").resolve()
     secrets = data_dir / "secrets"
     args = [
@@ -93,6 +93,7 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
+        "--api-port", str(api_http),
     ]  # fmt: skip
     up_args = ["up", *args, "--partitions", "3", "--devices", "3", "--device-rate", "4"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}

@@ -174,7 +174,7 @@ def _command_round_trip(mqtt_port: int, bootstrap: str) -> str:
 
 
 def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http = free_ports(5)
+    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
     ports = [
         "--data-dir", str(tmp_path / "var"),
         "--mqtt-port", str(mqtt),
@@ -182,6 +182,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
+        "--api-port", str(api_http),
     ]  # fmt: skip
     # anonymous (explicitly): this test publishes with a bare mosquitto_pub; the default, with
     # authentication, is tests/stack/test_stack_auth_integration.py
@@ -258,6 +259,7 @@ def test_cli_up_down_up_keeps_data(tmp_path: Path) -> None:
             ["kafka", "stopped"],
             ["bridge", "stopped"],
             ["commands", "stopped"],
+            ["api", "stopped"],
         ]
 
         up2 = _cli(["up", *ports, "--commands-mode", "separate", "--insecure-anonymous"])

@@ -119,7 +119,7 @@ def _processes_of(data_dir: Path) -> list[str]:
 
 
 def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http = free_ports(5)
+    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
     data_dir = (tmp_path / "var").resolve()
     args = [
         "--data-dir", str(data_dir),
@@ -128,6 +128,7 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
+        "--api-port", str(api_http),
     ]  # fmt: skip
     env = dict(os.environ) | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
@@ -147,7 +148,7 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
     try:
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
-        assert list(status) == ["supervisor", "mosquitto", "kafka", "bridge", "commands"]
+        assert list(status) == ["supervisor", "mosquitto", "kafka", "bridge", "commands", "api"]
         for name in ready:
             assert "restarts 0" in status[name], status[name]
         _flows(mqtt, bootstrap)
@@ -238,7 +239,7 @@ def _spark_drivers(data_dir: Path) -> list[str]:
 
 @pytest.mark.spark
 def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, analytics_http = free_ports(6)
+    mqtt, kafka, controller, bridge_http, commands_http, analytics_http, api_http = free_ports(7)
     data_dir = (tmp_path / "var").resolve()
     args = [
         "--data-dir", str(data_dir),
@@ -247,6 +248,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
+        "--api-port", str(api_http),
     ]  # fmt: skip
     env = dict(os.environ) | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
@@ -269,6 +271,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
             "mosquitto",
             "kafka",
             "bridge",
+            "api",
             "analytics",
             "devices",
         ]

@@ -74,8 +74,9 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     bootstrap = f"127.0.0.1:{kafka}"
     api: subprocess.Popen[bytes] | None = None
     try:
+        # --no-api: the tests run their own iot-api with the console on api_port
         _run("stack.cli", ["up", *args, "--partitions", "3", "--devices", "3",
-                           "--device-rate", "4"], env)  # fmt: skip
+                           "--device-rate", "4", "--no-api"], env)  # fmt: skip
         registry = [
             "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
             "--admin-password-file", str(secrets / "registry-admin.secret"), "--json",

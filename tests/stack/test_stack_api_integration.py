@@ -1,0 +1,191 @@
+"""`iot-stack up` starts iot-api, supervised, with registry auth (issue 14 item 1, issue 15).
+
+The real CLI on free ports: iot-api answers /healthz, refuses a publish without credentials,
+takes one with an `api` account's Basic credentials only once Kafka holds it, serves the console
+(`--console`), is restarted by the supervisor after a kill -9 and is stopped by `down`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from stack.ports import free_ports
+
+pytestmark = pytest.mark.integration
+
+
+def _run(module: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=400, check=False, env=env,
+    )  # fmt: skip
+
+
+def _http(
+    url: str, body: bytes | None = None, auth: tuple[str, str] | None = None
+) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, method="POST" if body else "GET")
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, b""
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+
+
+def _api_line(args: list[str], env: dict[str, str]) -> str:
+    status = _run("stack.cli", ["status", *args], env)
+    [line] = [ln for ln in status.stdout.splitlines() if ln.startswith("api ")]
+    return line
+
+
+def _pid(line: str) -> int | None:
+    return int(line.split("pid ")[1].split(")", maxsplit=1)[0]) if "pid " in line else None
+
+
+def _values(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}"})
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+        found: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(found) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                found.append(msg.value() or b"")
+        return found
+    finally:
+        consumer.close()
+
+
+def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) -> None:
+    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
+    data_dir = (tmp_path / "var").resolve()
+    args = [
+        "--data-dir", str(data_dir),
+        "--mqtt-port", str(mqtt),
+        "--kafka-port", str(kafka),
+        "--kafka-controller-port", str(controller),
+        "--bridge-http-port", str(bridge_http),
+        "--commands-http-port", str(commands_http),
+        "--api-port", str(api_http),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env |= {
+        "IOT_KAFKA_HEAP": "512m",
+        "IOT_START_TIMEOUT": "180",
+        "IOT_STACK_RESTART_BACKOFF_INITIAL": "0.5",
+    }
+    url = f"http://127.0.0.1:{api_http}"
+    bootstrap = f"127.0.0.1:{kafka}"
+    started = time.monotonic()
+    up = _run("stack.cli", ["up", *args, "--partitions", "3", "--no-bridge", "--console"], env)
+    try:
+        assert up.returncode == 0, up.stderr
+        print(f"up with iot-api: {time.monotonic() - started:.1f} s")
+        assert f"api        {url}" in up.stdout
+        line = _api_line(args, env)
+        assert "running (pid" in line, line
+        assert "restarts 0" in line, line
+        assert line.endswith(url), line
+        assert _http(f"{url}/healthz") == (200, b'{"status":"ok"}')
+        assert _http(f"{url}/console/")[0] == 200  # the console's page (login in the browser)
+
+        registry = [
+            "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
+            "--admin-password-file", str(data_dir / "secrets" / "registry-admin.secret"),
+            "--json",
+        ]  # fmt: skip
+        made = _run("registry", [*registry, "account", "create", "pub1", "--role", "api"], env)
+        assert made.returncode == 0, made.stderr
+        creds = ("pub1", json.loads(made.stdout)["secret"])
+
+        topic = f"t.api.{uuid.uuid4().hex[:8]}"
+        body = json.dumps([{"n": 1}, {"n": 2}]).encode()
+        assert _http(f"{url}/events/{topic}", body)[0] == 401
+        assert _http(f"{url}/events/{topic}", body, ("pub1", "wrong"))[0] == 401
+        # the registry is re-read every few seconds: the new account counts from then on
+        answers: list[tuple[int, bytes]] = []
+
+        def published() -> bool:
+            answers.append(_http(f"{url}/events/{topic}", body, creds))
+            return answers[-1][0] == 200
+
+        _wait(published, 30, "a publish as pub1 answered 200")
+        assert json.loads(answers[-1][1])["count"] == 2
+        values = sorted(json.loads(v)["n"] for v in _values(bootstrap, topic, 2))
+        assert values == [1, 2]
+
+        # kill -9: the supervisor starts a new one, which serves again
+        old = _pid(line)
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        back = _wait(lambda: _pid(_api_line(args, env)) not in (None, old), 60, "api restarted")
+        assert "restarts 1 (last: killed by SIGKILL)" in _api_line(args, env)
+        ready = _wait(lambda: _http(f"{url}/readyz")[0] == 200, 120, "api ready again")
+        print(f"api back in {back:.1f} s, ready {ready:.1f} s later")
+        again = _http(f"{url}/events/{topic}", json.dumps([{"n": 3}]).encode(), creds)
+        assert again[0] == 200, again
+        assert len(_values(bootstrap, topic, 3)) == 3
+
+        down = _run("stack.cli", ["down", *args], env)
+        assert down.returncode == 0, down.stderr
+        assert "stopping api" in down.stderr
+        assert _api_line(args, env).split()[:2] == ["api", "stopped"]
+        assert _http(f"{url}/healthz")[0] == 0  # nothing listens any more
+    finally:
+        _run("stack.cli", ["down", *args], env)
+
+
+def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
+    mqtt, kafka, controller, api_http = free_ports(4)
+    args = [
+        "--data-dir", str((tmp_path / "var").resolve()),
+        "--mqtt-port", str(mqtt),
+        "--kafka-port", str(kafka),
+        "--kafka-controller-port", str(controller),
+        "--api-port", str(api_http),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
+    up = _run(
+        "stack.cli", ["up", *args, "--partitions", "1", "--no-bridge", "--insecure-anonymous"], env
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        url = f"http://127.0.0.1:{api_http}"
+        status, answer = _http(f"{url}/events/t.anon", b'[{"x": 1}]')
+        assert status == 200, answer
+        assert [json.loads(v) for v in _values(f"127.0.0.1:{kafka}", "t.anon", 1)] == [{"x": 1}]
+    finally:
+        _run("stack.cli", ["down", *args], env)
