@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -53,6 +53,114 @@ class Fetched:
     value: bytes
 
 
+class Positioned(Protocol):
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=Positioned)
+
+
+class BufferedMember(Generic[_R]):
+    """What MR's consumer ids and the queues' receivers share: a group member whose records wait
+    in a bounded buffer (the consumer paused while it is full) until a request hands them out,
+    and are committed only once handed. A request holds :attr:`lock` from fetch to commit."""
+
+    def __init__(self, buffer_max: int) -> None:
+        self.lock = asyncio.Lock()
+        self.last_used = time.monotonic()
+        self._buffer: deque[_R] = deque()
+        self._buffer_max = buffer_max
+        self._paused = False
+        self._thread_lock = threading.Lock()
+        self._consumer: Consumer | None = None
+
+    def _record(self, msg: Any) -> _R | None:
+        """The buffered form of a consumed message (None: skip it)."""
+        raise NotImplementedError
+
+    def _on_assign(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
+        self._paused = False
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        gone = {p.partition for p in partitions}  # their new owner reads them from the commit
+        self._buffer = deque(r for r in self._buffer if r.partition not in gone)
+        self._paused = False
+
+    def _fill_blocking(self, wanted: int, timeout_s: float) -> None:
+        with self._thread_lock:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            room = self._buffer_max - len(self._buffer)
+            if room <= 0:
+                if not self._paused:
+                    consumer.pause(consumer.assignment())
+                    self._paused = True
+                consumer.poll(0)  # serve rebalances while full
+                return
+            if self._paused:
+                consumer.resume(consumer.assignment())
+                self._paused = False
+            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
+                record = self._record(msg)
+                if record is not None:
+                    self._buffer.append(record)
+
+    async def fetch(self, limit: int, timeout_s: float) -> list[_R]:
+        """Up to ``limit`` records, as soon as there is one or after ``timeout_s``; not removed
+        from the buffer until committed. Call with :attr:`lock` held."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if len(self._buffer) < limit:
+                wait = 0.0 if self._buffer else max(0.0, min(_CHUNK_S, left))
+                await asyncio.to_thread(self._fill_blocking, limit - len(self._buffer), wait)
+            if self._buffer or deadline - time.monotonic() <= 0:
+                self.last_used = time.monotonic()
+                return await asyncio.to_thread(self._snapshot, limit)
+
+    def _snapshot(self, limit: int) -> list[_R]:
+        # under the thread lock: a cancelled request's last chunk may still be appending
+        with self._thread_lock:
+            return list(itertools.islice(self._buffer, limit))
+
+    def _commit_handed(self, topic: str, handed: list[_R]) -> KafkaException | None:
+        """Drop exactly what was handed out (and older), whatever moved in the buffer meanwhile,
+        and commit past it; the commit's failure (a rebalance: handed out again, not lost)."""
+        ends: dict[int, int] = {}
+        for r in handed:
+            ends[r.partition] = max(ends.get(r.partition, -1), r.offset + 1)
+        with self._thread_lock:
+            self._buffer = deque(r for r in self._buffer if r.offset >= ends.get(r.partition, -1))
+            if self._consumer is None or not ends:
+                return None
+            offsets = [TopicPartition(topic, p, o) for p, o in ends.items()]
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                return exc
+            return None
+
+    async def keep_alive(self) -> None:
+        """Between requests: take part in rebalances and read ahead into the buffer."""
+        if self.lock.locked():
+            return
+        async with self.lock:
+            await asyncio.to_thread(self._fill_blocking, self._buffer_max, 0.0)
+
+    def close_blocking(self) -> None:
+        with self._thread_lock:
+            if self._consumer is not None:
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    self._consumer.close()
+                self._consumer = None
+            self._buffer.clear()
+
+
 def _retrying(call: Callable[[], _T]) -> _T:
     """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
     deadline = time.monotonic() + 15
@@ -67,19 +175,14 @@ def _retrying(call: Callable[[], _T]) -> _T:
             time.sleep(0.2)
 
 
-class GroupConsumer:
+class GroupConsumer(BufferedMember[Fetched]):
     def __init__(
         self, bootstrap: str, topic: str, group: str, consumer_id: str, *, buffer_max: int
     ) -> None:
+        super().__init__(buffer_max)
         self.topic = topic
         self.group = group
         self.consumer_id = consumer_id
-        self.lock = asyncio.Lock()
-        self.last_used = time.monotonic()
-        self._buffer: deque[Fetched] = deque()
-        self._buffer_max = buffer_max
-        self._paused = False
-        self._thread_lock = threading.Lock()
         self._settings = {
             "bootstrap.servers": bootstrap,
             "group.id": kafka_group_id(group, topic),
@@ -90,7 +193,6 @@ class GroupConsumer:
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 300000,
         }
-        self._consumer: Consumer | None = None
 
     # --- life ------------------------------------------------------------------------------
 
@@ -121,84 +223,24 @@ class GroupConsumer:
         except KafkaException as exc:  # the group is active elsewhere: its members decide
             log.warning("group %s: start not pinned (%s)", self._settings["group.id"], exc)
 
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._paused = False
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        super()._on_assign(consumer, partitions)
         log.debug(
             "%s/%s assigned %s", self.group, self.consumer_id, [p.partition for p in partitions]
         )
 
-    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        gone = {p.partition for p in partitions}
-        self._buffer = deque(f for f in self._buffer if f.partition not in gone)
-        self._paused = False
-
-    def close_blocking(self) -> None:
-        with self._thread_lock:
-            if self._consumer is not None:
-                with contextlib.suppress(KafkaException, RuntimeError):
-                    self._consumer.close()
-                self._consumer = None
-            self._buffer.clear()
-
     # --- fetch and commit --------------------------------------------------------------------
 
-    def _fill_blocking(self, wanted: int, timeout_s: float) -> None:
-        with self._thread_lock:
-            consumer = self._consumer
-            if consumer is None:
-                return
-            room = self._buffer_max - len(self._buffer)
-            if room <= 0:
-                if not self._paused:
-                    consumer.pause(consumer.assignment())
-                    self._paused = True
-                consumer.poll(0)  # serve rebalances while full
-                return
-            if self._paused:
-                consumer.resume(consumer.assignment())
-                self._paused = False
-            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
-                if msg.error() is not None:
-                    log.warning("%s: %s", self.topic, msg.error())
-                    continue
-                value = msg.value()
-                self._buffer.append(Fetched(msg.partition() or 0, msg.offset() or 0, value or b""))
-
-    async def fetch(self, limit: int, timeout_s: float) -> list[Fetched]:
-        """Up to ``limit`` records, as soon as there is one or after ``timeout_s``; not removed
-        from the buffer until :meth:`ack`. Call with :attr:`lock` held."""
-        self.last_used = time.monotonic()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if len(self._buffer) < limit:
-                wait = 0.0 if self._buffer else max(0.0, min(_CHUNK_S, left))
-                await asyncio.to_thread(self._fill_blocking, limit - len(self._buffer), wait)
-            if self._buffer or deadline - time.monotonic() <= 0:
-                self.last_used = time.monotonic()
-                return await asyncio.to_thread(self._snapshot, limit)
-
-    def _snapshot(self, limit: int) -> list[Fetched]:
-        # under the thread lock: a cancelled request's last chunk may still be appending
-        with self._thread_lock:
-            return list(itertools.islice(self._buffer, limit))
+    def _record(self, msg: Any) -> Fetched | None:
+        if msg.error() is not None:
+            log.warning("%s: %s", self.topic, msg.error())
+            return None
+        return Fetched(msg.partition() or 0, msg.offset() or 0, msg.value() or b"")
 
     def _ack_blocking(self, returned: list[Fetched]) -> None:
-        if not returned:
-            return
-        ends: dict[int, int] = {}
-        for f in returned:
-            ends[f.partition] = max(ends.get(f.partition, -1), f.offset + 1)
-        with self._thread_lock:
-            # drop exactly what was returned (and older), whatever moved in the buffer meanwhile
-            self._buffer = deque(f for f in self._buffer if f.offset >= ends.get(f.partition, -1))
-            if self._consumer is None:
-                return
-            offsets = [TopicPartition(self.topic, p, o) for p, o in ends.items()]
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:  # rebalanced meanwhile: delivered again, not lost
-                log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, exc)
+        failed = self._commit_handed(self.topic, returned)
+        if failed is not None:  # rebalanced meanwhile: delivered again, not lost
+            log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, failed)
 
     async def ack(self, records: list[Fetched]) -> None:
         """The answer carrying ``records`` was written: drop them and commit past them.
@@ -213,13 +255,6 @@ class GroupConsumer:
         except asyncio.CancelledError:
             await asyncio.wait({done})  # hold the lock until the buffer and commit are done
             raise
-
-    async def keep_alive(self) -> None:
-        """Between requests: take part in rebalances and read ahead into the buffer."""
-        if self.lock.locked():
-            return
-        async with self.lock:
-            await asyncio.to_thread(self._fill_blocking, self._buffer_max, 0.0)
 
 
 class ConsumerPool:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import threading
 import time
 import uuid
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +25,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from api import queue_model as qm
+from api.kafka_consumers import BufferedMember
 
 log = logging.getLogger(__name__)
-_CHUNK_S = 0.2
 _SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}  # a dead instance's
 # partitions move within seconds (6 s is the broker's smallest session by default)
 
@@ -64,18 +62,13 @@ def ensure_markers_topic(
             raise
 
 
-class QueueConsumer:
+class QueueConsumer(BufferedMember[Received]):
     """One queue's member of its receivers' group; a request holds :attr:`lock` from fetch to
     commit (what was fetched beyond a receive's count waits in the buffer, uncommitted)."""
 
     def __init__(self, bootstrap: str, queue: str, *, buffer_max: int = 1000) -> None:
+        super().__init__(buffer_max)
         self.queue = queue
-        self.lock = asyncio.Lock()
-        self.last_used = time.monotonic()
-        self._buffer: deque[Received] = deque()
-        self._buffer_max = buffer_max
-        self._paused = False
-        self._thread_lock = threading.Lock()
         settings = {
             "bootstrap.servers": bootstrap,
             "group.id": f"iot-api.queue--{queue}",
@@ -85,87 +78,25 @@ class QueueConsumer:
             "max.poll.interval.ms": 60000,
             **_SESSION,
         }
-        self._consumer: Consumer | None = Consumer(settings)
+        self._consumer = Consumer(settings)
         self._consumer.subscribe([queue], on_revoke=self._on_revoke, on_assign=self._on_assign)
 
-    def _on_assign(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
-        self._paused = False
-
-    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        gone = {p.partition for p in partitions}  # their new owner reads them from the commit
-        self._buffer = deque(r for r in self._buffer if r.partition not in gone)
-        self._paused = False
-
-    def _fill_blocking(self, wanted: int, timeout_s: float) -> None:
-        with self._thread_lock:
-            consumer = self._consumer
-            if consumer is None:
-                return
-            room = self._buffer_max - len(self._buffer)
-            if room <= 0:
-                if not self._paused:
-                    consumer.pause(consumer.assignment())
-                    self._paused = True
-                consumer.poll(0)
-                return
-            if self._paused:
-                consumer.resume(consumer.assignment())
-                self._paused = False
-            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
-                if msg.error() is not None:
-                    continue
-                self._buffer.append(
-                    Received(
-                        msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value() or b"",
-                        qm.delivery_count(msg.headers()),
-                    )
-                )  # fmt: skip
-
-    async def fetch(self, count: int, timeout_s: float) -> list[Received]:
-        """Up to ``count`` messages, as soon as there is one or after ``timeout_s``."""
-        self.last_used = time.monotonic()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if len(self._buffer) < count:
-                wait = 0.0 if self._buffer else max(0.0, min(_CHUNK_S, left))
-                await asyncio.to_thread(self._fill_blocking, count - len(self._buffer), wait)
-            if self._buffer or deadline - time.monotonic() <= 0:
-                self.last_used = time.monotonic()
-                with self._thread_lock:
-                    return list(itertools.islice(self._buffer, count))
+    def _record(self, msg: Any) -> Received | None:
+        if msg.error() is not None:
+            return None
+        return Received(
+            msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value() or b"",
+            qm.delivery_count(msg.headers()),
+        )  # fmt: skip
 
     def _commit_blocking(self, handed: list[Received]) -> None:
-        ends: dict[int, int] = {}
-        for r in handed:
-            ends[r.partition] = max(ends.get(r.partition, -1), r.offset + 1)
-        with self._thread_lock:
-            self._buffer = deque(r for r in self._buffer if r.offset >= ends.get(r.partition, -1))
-            if self._consumer is None or not ends:
-                return
-            offsets = [TopicPartition(self.queue, p, o) for p, o in ends.items()]
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:  # moved meanwhile: handed out again (at-least-once)
-                log.warning("queue %s: commit failed: %s", self.queue, exc)
+        failed = self._commit_handed(self.queue, handed)
+        if failed is not None:  # moved meanwhile: handed out again (at-least-once)
+            log.warning("queue %s: commit failed: %s", self.queue, failed)
 
     async def commit(self, handed: list[Received]) -> None:
         """Their start markers are in Kafka: drop them and commit past them."""
         await asyncio.to_thread(self._commit_blocking, handed)
-
-    async def keep_alive(self) -> None:
-        if self.lock.locked():
-            return
-        async with self.lock:
-            await asyncio.to_thread(self._fill_blocking, self._buffer_max, 0.0)
-
-    def close_blocking(self) -> None:
-        with self._thread_lock:
-            if self._consumer is not None:
-                with contextlib.suppress(KafkaException, RuntimeError):
-                    self._consumer.close()
-                self._consumer = None
-            self._buffer.clear()
 
 
 class _Owned:
