@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 ANONYMOUS = Caller("anonymous", (Role.ADMIN,), None)  # --insecure-anonymous only
 _WAIT_STEP_S = 0.05
+_REPLY_GRACE_S = 3.0
 _HISTORY_DEFAULT_MS = 24 * 3600 * 1000
 
 
@@ -196,6 +197,16 @@ class OperatorHandlers:
             if found is not None and command_view(found)["final"]:
                 break
             await asyncio.sleep(_WAIT_STEP_S)
+        # the reply travels on its own topic: a final state may be read before it
+        answered = wanted.reply_expected and found is not None and found.get("state") in (
+            "succeeded", "failed",
+        )  # fmt: skip
+        deadline = min(deadline, time.monotonic() + _REPLY_GRACE_S)
+        while answered and found is not None and not found.get("replies"):
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(_WAIT_STEP_S)
+            found = self.feed.command(cid) or found
         view = command_view(found or {"command_id": cid, "device_id": wanted.key,
                                       "name": wanted.name, "args": wanted.args})  # fmt: skip
         view["tenant"] = wanted.tenant
