@@ -74,7 +74,6 @@ T = TypeVar("T")
 ANONYMOUS = Caller("anonymous", (Role.ADMIN,), None)  # --insecure-anonymous only
 _WAIT_STEP_S = 0.05
 _REPLY_GRACE_S = 3.0
-_HISTORY_DEFAULT_MS = 24 * 3600 * 1000
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -238,9 +237,8 @@ class OperatorHandlers:
         limit = parse_limit(q.get("limit"), 100, 1000)
         await self._ready()
         assert self.path is not None
-        scan_from = since if since is not None else int(time.time() * 1000) - _HISTORY_DEFAULT_MS
         found = await asyncio.to_thread(
-            self.path.history, scan_from, until, self.cfg.command_history_scan_max
+            self.path.history, since, until, self.cfg.command_history_scan_max
         )
         merged = {e["command_id"]: e for e in found}
         merged |= {e["command_id"]: e for e in self.feed.commands()}  # with replies

@@ -90,7 +90,8 @@ class CommandPath:
         self, since_ms: int | None, until_ms: int | None, max_records: int
     ) -> list[dict[str, Any]]:
         """The commands whose status records fall in [since, until], folded per command (the
-        status topic is compacted: a command's older states may be gone)."""
+        status topic is compacted: a command's older states may be gone); at most
+        ``max_records`` records read, the newest of each partition."""
         consumer = Consumer(
             {"bootstrap.servers": self.bootstrap,
              "group.id": f"iot-api-history-{uuid.uuid4().hex}", "enable.auto.commit": False}
@@ -116,12 +117,15 @@ class CommandPath:
                 starts.append(TopicPartition(self.status_topic, p, since_ms or low))
             if since_ms is not None and starts:
                 starts = consumer.offsets_for_times(starts, timeout=10)
-            # a partition with nothing at or after `since` starts at its end
+            # a partition with nothing at or after `since` starts at its end; none reads more
+            # than its share of `max_records`, the newest (the answer is newest first)
+            share = max(1, max_records // max(1, len(ends)))
             starts = [
-                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else ends[p])
+                TopicPartition(tp.topic, p, max(tp.offset if tp.offset >= 0 else ends[p],
+                                                ends[p] - share))
                 for tp in starts
                 for p in [tp.partition]
-            ]
+            ]  # fmt: skip
             todo = {tp.partition for tp in starts if tp.offset < ends[tp.partition]}
             if not todo:
                 return []

@@ -225,7 +225,7 @@ OPERATOR_ROUTES: tuple[Route, ...] = (
           "Command history (newest first) from the status topic and the live feed.", "commands",
           params=(Param("device", "query", "Device id or `group:<name>`."),
                   Param("status", "query", "State (accepted ... rejected)."),
-                  Param("since", "query", "Epoch ms (default: 24 h back).", INT),
+                  Param("since", "query", "Epoch ms (default: the newest records).", INT),
                   Param("until", "query", "Epoch ms.", INT),
                   Param("tenant", "query", "Only this tenant's (system-wide callers)."),
                   Param("limit", "query", "Most rows (default 100, max 1000).", INT)),

@@ -117,9 +117,10 @@ def pump(ops: Ops) -> Iterator[tuple[Probe, str]]:
 
     def answer(_c: Any, _u: Any, msg: Any) -> None:
         parts = msg.topic.split("/")  # tenants/acme/devices/pump-1/commands/<name>
-        doc = orjson.loads(msg.payload)
+        doc = orjson.loads(msg.payload)  # the args with the command id added
+        args = {k: v for k, v in doc.items() if k != "command_id"}
         reply = {"command_id": doc["command_id"], "status": "ok",
-                 "result": {"name": parts[-1], "echo": doc.get("args")}}  # fmt: skip
+                 "result": {"name": parts[-1], "echo": args}}  # fmt: skip
         probe.client.publish(
             f"tenants/acme/devices/pump-1/replies/{doc['command_id']}", orjson.dumps(reply), qos=1
         )
@@ -148,7 +149,8 @@ def test_command_over_http_succeeds_and_wait_returns_the_reply(
     assert view["tenant"] == "acme"
     assert view["target"] == "pump-1"
     assert [s["state"] for s in view["states"]][-1] == "succeeded"
-    assert any(r.get("result") == {"name": "set-rate", "echo": {"hz": 5}} for r in view["replies"])
+    results = [r.get("result") for r in view["replies"]]
+    assert {"name": "set-rate", "echo": {"hz": 5}} in results, view
     cid = view["command_id"]
     got = ops.call("acme-viewer", "GET", f"/ops/commands/{cid}")
     assert got.status == 200
@@ -252,7 +254,7 @@ class Stream:
         try:
             for raw in self.response:
                 self.lines.put(raw.decode().rstrip("\n"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # closed under the reader
             pass
 
     def data(self, timeout: float) -> list[Any]:
