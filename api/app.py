@@ -45,10 +45,11 @@ from api.framing import parse_body, request_too_large
 from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError, TopicAdmin, TopicExistsError
 from api.kafka_consumers import ConsumerPool
 from api.kafka_producer import KafkaPublisher
-from api.limits import LONG_POLL_HANDLERS, Gate
+from api.limits import LONG_POLL_HANDLERS, SSE_HANDLERS, Gate
 from api.metrics import ApiMetrics
 from api.mr_metrics import CacheCounts, render, wants_json
 from api.openapi import document
+from api.operator_model import OPERATOR_TAGS
 from api.params import check_topic_name, parse_create_topic, poll_params
 from api.routes import ROUTES, Route
 from api.topic_access import PRINCIPAL, TopicGuard
@@ -57,8 +58,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NO_CACHE = {"Cache-Control": "no-store, no-cache, must-revalidate", "Pragma": "no-cache",
             "Expires": "0"}  # fmt: skip
-PROTECTED_TAGS = frozenset({"events", "topics", "queues", "apiKeys"})  # sawmill checks its `token`
-KAFKA_TAGS = frozenset({"events", "topics", "queues"})  # answered 503 at once while Kafka is down
+PROTECTED_TAGS = (
+    frozenset({"events", "topics", "queues", "apiKeys"}) | OPERATOR_TAGS
+)  # sawmill: `token`
+KAFKA_TAGS = frozenset({"events", "topics", "queues"}) | OPERATOR_TAGS  # 503 at once: Kafka down
 
 
 def json_response(
@@ -90,6 +93,7 @@ class Handlers:
         self.stats = metrics
         self.guard = TopicGuard(None)  # the service sets the authenticated one
         self.long_polls = Gate(cfg.max_long_polls)
+        self.sse_streams = Gate(cfg.max_sse_streams, "event streams")
         self.kafka_up: Callable[[], bool] = lambda: True  # the service sets its probe
 
     async def _body(self, request: web.Request) -> bytes:
@@ -293,6 +297,8 @@ def _wrap(
     protected = auth is not None and route.tag in PROTECTED_TAGS
     metrics, guard = core.stats, core.guard
     long_poll = route.handler in LONG_POLL_HANDLERS
+    gate = core.long_polls if long_poll else core.sse_streams
+    capped = long_poll or route.handler in SSE_HANDLERS
     needs_kafka = route.tag in KAFKA_TAGS
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
@@ -314,13 +320,13 @@ def _wrap(
                     guard.check(request, topic, guard.route_access(route.handler, route.method))
             if needs_kafka and not core.kafka_up():
                 raise ApiError(503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} Kafka does not answer.")
-            if long_poll:
-                core.long_polls.enter()
+            if capped:
+                gate.enter()
             try:
                 response = await handler(request)
             finally:
-                if long_poll:
-                    core.long_polls.leave()
+                if capped:
+                    gate.leave()
             status = response.status
             return response
         except ApiError as exc:

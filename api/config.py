@@ -90,6 +90,37 @@ class ApiConfig:
     sse_heartbeat_s: float = _setting(
         15.0, "Server-Sent Events: a comment line after this long without an event (s)."
     )
+    max_sse_streams: int = _setting(
+        100,
+        "Server-Sent Events streams served at once (sawmill's realtime and device telemetry "
+        "together); one more is answered 429 (mrstatus 5012) at once.",
+    )
+    # commands and devices over HTTP (issue 14 item 6, docs/api.md)
+    topic_commands: str = _setting("iot.commands", "Operator routes: the command topic.")
+    topic_command_status: str = _setting(
+        "iot.command-status", "Operator routes: the command path's (compacted) status topic."
+    )
+    topic_command_replies: str = _setting(
+        "iot.command-replies", "Operator routes: the command path's reply topic."
+    )
+    topic_telemetry: str = _setting(
+        "iot.telemetry",
+        "Operator routes: the telemetry topic (a tenant's: iot.<tenant>.telemetry).",
+    )
+    command_wait_max_s: float = _setting(60.0, "Longest `?wait=` of a command sent over HTTP (s).")
+    command_history_scan_max: int = _setting(
+        100000, "Most status records one command history request reads from Kafka."
+    )
+    registry_mqtt_host: str = _setting(
+        "127.0.0.1", "Mosquitto for registry changes over HTTP (dynamic security)."
+    )
+    registry_mqtt_port: int = _setting(1883, "Mosquitto port for registry changes over HTTP.")
+    registry_admin_password_file: str = _setting(
+        "",
+        "File with the password of Mosquitto's svc/registry admin client: devices added over "
+        "HTTP get their MQTT credentials at once; without it changes are saved in the registry "
+        "only (`iot-devices mosquitto sync` applies them).",
+    )
     queue_markers_topic: str = _setting(
         "iot.api.queue-markers", "Queues: the topic holding receive/ack/redelivery markers."
     )
@@ -130,6 +161,10 @@ class ApiConfig:
             (self.max_long_polls >= 1, "max_long_polls must be >= 1"),
             (self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}"),
             (self.sse_heartbeat_s > 0, "sse_heartbeat_s must be > 0"),
+            (self.max_sse_streams >= 1, "max_sse_streams must be >= 1"),
+            (self.command_wait_max_s >= 0, "command_wait_max_s must be >= 0"),
+            (self.command_history_scan_max >= 1, "command_history_scan_max must be >= 1"),
+            (0 < self.registry_mqtt_port <= 65535, "registry_mqtt_port must be 1-65535"),
             (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic is not a topic"),
             (self.queue_markers_partitions >= 1, "queue_markers_partitions must be >= 1"),
             (

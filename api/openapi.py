@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from api import queue_model, sawmill
+from api import operator_schemas, queue_model, sawmill
+from api.operator_model import OPERATOR_TAGS
 from api.routes import ROUTES, Route
 
 _STRING = {"type": "string"}
@@ -82,6 +83,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Status": {"type": "object", "properties": {"status": _STRING}},
     **sawmill.SCHEMAS,
     **queue_model.SCHEMAS,
+    **operator_schemas.SCHEMAS,
     "Acl": _ACL,
     "MrMetrics": {
         "type": "object",
@@ -126,6 +128,7 @@ PROTECTED_TAGS = (
     "topics",
     "queues",
     "apiKeys",
+    *sorted(OPERATOR_TAGS),
 )  # the rest of sawmill's tag: its `token` header
 SECURITY: list[dict[str, list[str]]] = [
     {"basic": []},
@@ -141,7 +144,7 @@ _ERROR_TEXT = {
     404: "No such topic or resource.",
     409: "Already exists.",
     413: "Message or request too large.",
-    429: "Too many long polls in progress (mrstatus 5012).",
+    429: "Too many long polls or event streams in progress (mrstatus 5012).",
     503: "Kafka unavailable or did not acknowledge in time.",
 }
 

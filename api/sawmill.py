@@ -125,6 +125,7 @@ class Message:
     offset: int
     timestamp_ms: int
     value: bytes
+    key: bytes | None = None  # the device telemetry stream filters by it
 
 
 def decoded(value: bytes) -> Any:

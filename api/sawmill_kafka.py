@@ -36,7 +36,7 @@ def _consumer(bootstrap: str) -> Consumer:
 
 def _message(msg: object) -> Message:
     _kind, ts = msg.timestamp()  # type: ignore[attr-defined]
-    return Message(msg.partition() or 0, msg.offset() or 0, ts, msg.value() or b"")  # type: ignore[attr-defined]
+    return Message(msg.partition() or 0, msg.offset() or 0, ts, msg.value() or b"", msg.key())  # type: ignore[attr-defined]
 
 
 class PartitionRanges:

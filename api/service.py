@@ -20,6 +20,7 @@ from api.kafka_consumers import ConsumerPool
 from api.kafka_health import KafkaHealth
 from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
+from api.operator_app import OperatorHandlers
 from api.queue_app import QueueHandlers
 from api.sawmill_app import SawmillHandlers
 from api.topic_access import AclHandlers, TopicGuard
@@ -57,6 +58,7 @@ class ApiService:
         )
         self.sawmill: SawmillHandlers | None = None
         self.queues: QueueHandlers | None = None
+        self.operator: OperatorHandlers | None = None
         self.health: KafkaHealth | None = None
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
@@ -73,6 +75,7 @@ class ApiService:
         self.sawmill = SawmillHandlers(self.cfg, self.admin, self.publisher, self.auth)
         self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
         self.queues.start()
+        self.operator = OperatorHandlers(self.cfg)  # commands and devices over HTTP
         handlers.guard = TopicGuard(self.auth)
         self.health = KafkaHealth(self.cfg.kafka_bootstrap)
         self.health.start()
@@ -83,6 +86,7 @@ class ApiService:
             AclHandlers(handlers.guard, self.admin.exists),
             self.sawmill,
             self.queues,
+            self.operator,
         )
         app = build_app(handlers, self.auth, extra)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
@@ -115,10 +119,14 @@ class ApiService:
     async def stop(self) -> None:
         if self.sawmill is not None:
             self.sawmill.close()  # event streams end; their clients resume from their id
+        if self.operator is not None:
+            self.operator.closing.set()  # device telemetry streams end too
         if self._runner is not None:
             await self._runner.cleanup()  # stop accepting, let requests in flight finish
         if self.queues is not None:
             await self.queues.close()
+        if self.operator is not None:
+            await self.operator.close()
         await self.pool.close()
         if self.health is not None:
             await self.health.close()

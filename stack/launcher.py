@@ -261,7 +261,12 @@ class Stack:
             "IOT_API_HOST": cfg.connect_host,
             "IOT_API_PORT": str(cfg.api_port),
             auth: "1",
+            # devices added over HTTP (/ops) reach Mosquitto as svc/registry
+            "IOT_REGISTRY_MQTT_HOST": cfg.connect_host,
+            "IOT_REGISTRY_MQTT_PORT": str(cfg.mqtt_port),
         }
+        if not cfg.insecure_anonymous:
+            env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
         if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
             host = cfg.connect_host
             env |= {

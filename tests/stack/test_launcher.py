@@ -171,11 +171,15 @@ def test_iot_api_uses_registry_auth_unless_the_stack_is_anonymous(tmp_path: Path
         "IOT_API_HOST": "127.0.0.1",
         "IOT_API_PORT": "13904",
         "IOT_REGISTRY_AUTH": "1",
+        "IOT_REGISTRY_MQTT_HOST": "127.0.0.1",
+        "IOT_REGISTRY_MQTT_PORT": str(stack.config.mqtt_port),
+        "IOT_REGISTRY_ADMIN_PASSWORD_FILE": str(tmp_path / "secrets/registry-admin.secret"),
     }
     assert stack.endpoints()["api"] == "http://127.0.0.1:13904"
     anonymous = _stack(tmp_path, insecure_anonymous=True).api().env
     assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
     assert "IOT_REGISTRY_AUTH" not in anonymous
+    assert "IOT_REGISTRY_ADMIN_PASSWORD_FILE" not in anonymous  # no admin client to log in as
 
 
 def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
