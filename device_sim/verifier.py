@@ -211,6 +211,7 @@ def verify(
     progress_every_s: float = 10.0,
     topic_events: str = "iot.events",
     timeline_s: float | None = None,
+    max_unacked_fraction: float | None = manifest_io.DEFAULT_MAX_UNACKED_FRACTION,
 ) -> Report:
     """Read the run's telemetry and DLQ records, counting them as they come; the final report.
 
@@ -218,10 +219,12 @@ def verify(
     while reading (``accountant.report()`` gives the running figures). When the run sent
     events, ``topic_events`` is read too, into an accountant of its own (see
     :mod:`device_sim.event_accounting`). With ``timeline_s`` the report also holds the
-    telemetry latency percentiles per window of that many seconds (``latency_timeline``)."""
+    telemetry latency percentiles per window of that many seconds (``latency_timeline``).
+    More than ``max_unacked_fraction`` of the telemetry never acknowledged and missing makes
+    the run inconclusive (a failure; None: no limit)."""
     run_id = str(manifest["run_id"])
     timeline_ms = None if timeline_s is None else max(1, round(timeline_s * 1000))
-    accountant = Accountant(manifest_io.expectations(manifest), timeline_ms)
+    accountant = Accountant(manifest_io.expectations(manifest, max_unacked_fraction), timeline_ms)
     tele_start = None if from_beginning else manifest_io.start_offsets(manifest, "telemetry")
     dlq_start = None if from_beginning else manifest_io.start_offsets(manifest, "dlq")
     started = time.monotonic()
@@ -274,6 +277,25 @@ def verify(
     return report
 
 
+def _unacked_warning(report: Report) -> list[str]:
+    """A loud line when messages were lost without an acknowledgement: they do not fail a run
+    by themselves, but many of them mean the load was not delivered (see accounting._verdict)."""
+    if not report.missing_unacked or not report.sent:
+        return []
+    share = report.missing_unacked / report.sent
+    limit = report.max_unacked_fraction
+    verdict = (
+        "the run is INCONCLUSIVE"
+        if report.inconclusive
+        else "within the limit" if limit is not None else "no limit set"
+    )
+    bound = "" if limit is None else f" (limit {limit:.2%})"
+    return [
+        f"  !! NEVER ACKNOWLEDGED  {report.missing_unacked:,} of {report.sent:,} sent "
+        f"({share:.2%}){bound}: {verdict}"
+    ]
+
+
 def summary(report: Report, manifest: Mapping[str, Any]) -> str:
     """A human summary of the report."""
 
@@ -287,6 +309,7 @@ def summary(report: Report, manifest: Mapping[str, Any]) -> str:
         f"  received       {report.received:,} records ({report.unique:,} unique)",
         f"  missing        {report.missing:,} (acknowledged: {report.missing_acked:,}, "
         f"never acknowledged: {report.missing_unacked:,})",
+        *_unacked_warning(report),
         f"  duplicates     {report.duplicates:,}",
         f"  order          {report.order_violations:,} per-device order violations",
         f"  unexpected     {report.unexpected:,}",
