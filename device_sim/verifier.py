@@ -287,7 +287,9 @@ def _unacked_warning(report: Report) -> list[str]:
     verdict = (
         "the run is INCONCLUSIVE"
         if report.inconclusive
-        else "within the limit" if limit is not None else "no limit set"
+        else "within the limit"
+        if limit is not None
+        else "no limit set"
     )
     bound = "" if limit is None else f" (limit {limit:.2%})"
     return [
