@@ -295,6 +295,41 @@ class Accountant:
         self._in_range += in_range
         self._first_ts, self._last_ts = first_ts, last_ts
 
+    def merge(self, other: Accountant) -> None:
+        """Add what ``other`` (same expectations) counted, e.g. a worker that read other
+        partitions. Exact for every device confined to one partition (each partition is read
+        by one worker, in offset order); for a device spanning partitions, which fails the run
+        anyway, the order violations are each side's own (Kafka gives no order between them)."""
+        devices = self._devices
+        for name, theirs in other._devices.items():
+            mine = devices.get(name)
+            if mine is None:
+                devices[name] = theirs
+                continue
+            both = int.from_bytes(mine.seen, "little") & int.from_bytes(theirs.seen, "little")
+            overlap = both.bit_count()
+            mine.seen = bytearray(a | b for a, b in zip(mine.seen, theirs.seen, strict=True))
+            mine.duplicates += theirs.duplicates + overlap
+            mine.unique += theirs.unique - overlap
+            mine.order += theirs.order
+            mine.highest = max(mine.highest, theirs.highest)
+            mine.records += theirs.records
+            others = {theirs.partition, *(theirs.more_partitions or ())} - {mine.partition}
+            if others:
+                mine.more_partitions = (mine.more_partitions or set()) | others
+        self._latency.merge(other._latency)
+        self._bridge_latency.merge(other._bridge_latency)
+        if self.timeline is not None and other.timeline is not None:
+            self.timeline.merge(other.timeline)
+        self._dlq.update(other._dlq)
+        self.received += other.received
+        self.unexpected += other.unexpected
+        self._in_range += other._in_range
+        firsts = [t for t in (self._first_ts, other._first_ts) if t is not None]
+        lasts = [t for t in (self._last_ts, other._last_ts) if t is not None]
+        self._first_ts = min(firsts) if firsts else None
+        self._last_ts = max(lasts) if lasts else None
+
     def add_dlq(self, errors: Iterable[str]) -> None:
         """Count DLQ records of the run by their error code."""
         self._dlq.update(errors)

@@ -53,6 +53,13 @@ def add_verify_parser(sub: Any, env: Mapping[str, str]) -> None:
         "never acknowledged and never arrived (the load was not delivered); default "
         f"{manifest_io.DEFAULT_MAX_UNACKED_FRACTION}, 1 turns the rule off",
     )
+    ver.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes that read the telemetry partitions in parallel (default 2; 1 reads "
+        "in this process only)",
+    )
     add_endpoint_args(ver, env)
 
 
@@ -78,6 +85,7 @@ def verify_command(args: argparse.Namespace) -> int:
         wait_s=args.wait_s,
         from_beginning=args.from_beginning,
         max_unacked_fraction=args.max_unacked_fraction,
+        workers=max(1, args.workers),
     )
     payload = report.to_dict()
     payload["run_id"] = doc["run_id"]

@@ -14,8 +14,10 @@ the run, and no per-record object outlives its batch.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import msgspec
@@ -26,7 +28,7 @@ from device_sim import manifest as manifest_io
 from device_sim.accounting import Accountant, DlqRecord, Report, Row, TelemetryRecord
 from device_sim.event_accounting import fold_events
 from device_sim.event_rows import EventRows
-from device_sim.kafka_io import RawRecord, scan
+from device_sim.kafka_io import RawRecord, partitions_of, scan
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +214,7 @@ def verify(
     topic_events: str = "iot.events",
     timeline_s: float | None = None,
     max_unacked_fraction: float | None = manifest_io.DEFAULT_MAX_UNACKED_FRACTION,
+    workers: int = 1,
 ) -> Report:
     """Read the run's telemetry and DLQ records, counting them as they come; the final report.
 
@@ -221,7 +224,11 @@ def verify(
     :mod:`device_sim.event_accounting`). With ``timeline_s`` the report also holds the
     telemetry latency percentiles per window of that many seconds (``latency_timeline``).
     More than ``max_unacked_fraction`` of the telemetry never acknowledged and missing makes
-    the run inconclusive (a failure; None: no limit)."""
+    the run inconclusive (a failure; None: no limit). With ``workers`` > 1 the telemetry
+    partitions are shared out between that many processes, each counting its share to the
+    topic's end with an accountant of its own; their accountants are merged (a device's
+    records are all in one partition, so the merge is exact for every passing run) and the
+    wait for late records goes on in this process from where they stopped."""
     run_id = str(manifest["run_id"])
     timeline_ms = None if timeline_s is None else max(1, round(timeline_s * 1000))
     accountant = Accountant(manifest_io.expectations(manifest, max_unacked_fraction), timeline_ms)
@@ -230,6 +237,13 @@ def verify(
     started = time.monotonic()
     next_progress = started + progress_every_s
 
+    if workers > 1:
+        tele_start = _count_in_workers(
+            accountant,
+            manifest,
+            workers,
+            (bootstrap, topic_telemetry, tele_start, max_unacked_fraction, timeline_ms),
+        )
     rows = TelemetryRows(run_id)
     for batch in scan(
         bootstrap,
@@ -296,6 +310,45 @@ def _unacked_warning(report: Report) -> list[str]:
         f"  !! NEVER ACKNOWLEDGED  {report.missing_unacked:,} of {report.sent:,} sent "
         f"({share:.2%}){bound}: {verdict}"
     ]
+
+
+# what a worker needs besides the manifest and its partitions:
+# (bootstrap, topic, start offsets or None, max_unacked_fraction, timeline_ms)
+_Share = tuple[str, str, dict[int, int] | None, float | None, int | None]
+
+
+def _count_share(
+    manifest: Mapping[str, Any], partitions: list[int], share: _Share
+) -> tuple[Accountant, dict[int, int]]:
+    """One worker process: count ``partitions`` of the topic to its current end; returns the
+    accountant and the offset where each partition's reading stopped."""
+    bootstrap, topic, start, max_unacked_fraction, timeline_ms = share
+    accountant = Accountant(manifest_io.expectations(manifest, max_unacked_fraction), timeline_ms)
+    rows = TelemetryRows(str(manifest["run_id"]))
+    positions: dict[int, int] = {}
+    for batch in scan(bootstrap, topic, start, partitions=partitions, positions=positions):
+        accountant.add_telemetry(rows(batch))
+    return accountant, positions
+
+
+def _count_in_workers(
+    accountant: Accountant, manifest: Mapping[str, Any], workers: int, share: _Share
+) -> dict[int, int]:
+    """Count the topic's partitions in ``workers`` processes (spawned: no librdkafka state is
+    forked), merge their accounts into ``accountant``; returns where they stopped."""
+    bootstrap, topic, start = share[0], share[1], share[2]
+    parts = partitions_of(bootstrap, topic)
+    groups = [g for g in (parts[i::workers] for i in range(workers)) if g]
+    positions: dict[int, int] = dict(start or {})
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(groups), mp_context=context) as pool:
+        futures = [pool.submit(_count_share, dict(manifest), g, share) for g in groups]
+        for future in futures:
+            counted, stopped = future.result()
+            accountant.merge(counted)
+            positions.update(stopped)
+    log.info("%d workers counted %d records", len(groups), accountant.received)
+    return positions
 
 
 def summary(report: Report, manifest: Mapping[str, Any]) -> str:
