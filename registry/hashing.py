@@ -14,11 +14,8 @@ import base64
 import functools
 import hashlib
 import hmac
-import os
 import re
 import secrets
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
@@ -77,17 +74,6 @@ def hash_secret(secret: str, params: ScryptParams = DEFAULT_PARAMS) -> str:
     salt = secrets.token_bytes(SALT_BYTES)
     key = _derive(secret, salt, params)
     return f"scrypt$ln={params.log2_n},r={params.r},p={params.p}${_b64(salt)}${_b64(key)}"
-
-
-def hash_secrets(
-    secrets_: Sequence[str], params: ScryptParams = DEFAULT_PARAMS, workers: int | None = None
-) -> list[str]:
-    """:func:`hash_secret` of each, on ``workers`` threads (default: one per CPU): OpenSSL's
-    scrypt runs without the GIL, so a bulk of devices is hashed on every core."""
-    if len(secrets_) < 2:
-        return [hash_secret(s, params) for s in secrets_]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda s: hash_secret(s, params), secrets_))
 
 
 def parse_hash(encoded: str) -> tuple[ScryptParams, bytes, bytes]:

@@ -88,6 +88,7 @@ def test_a_thousand_devices_with_their_own_secrets_provision_fast_and_lose_nothi
             topic_telemetry="iot.telemetry",
             topic_dlq="iot.dlq",
             wait_s=60,
+            workers=2,  # the parallel verifier (3 partitions shared by 2 processes)
         )
         assert report.failures == []
         assert report.missing == 0
