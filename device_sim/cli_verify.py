@@ -45,7 +45,29 @@ def add_verify_parser(sub: Any, env: Mapping[str, str]) -> None:
         metavar="PATH",
         help="also write the JSON report to PATH ('-' = stdout instead of the summary)",
     )
+    ver.add_argument(
+        "--max-unacked-fraction",
+        type=_fraction,
+        default=manifest_io.DEFAULT_MAX_UNACKED_FRACTION,
+        help="fail the run as inconclusive when more than this share of the telemetry sent was "
+        "never acknowledged and never arrived (the load was not delivered); default "
+        f"{manifest_io.DEFAULT_MAX_UNACKED_FRACTION}, 1 turns the rule off",
+    )
+    ver.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes that read the telemetry partitions in parallel (default 2; 1 reads "
+        "in this process only)",
+    )
     add_endpoint_args(ver, env)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text}: a fraction between 0 and 1")
+    return value
 
 
 def verify_command(args: argparse.Namespace) -> int:
@@ -62,6 +84,8 @@ def verify_command(args: argparse.Namespace) -> int:
         topic_events=args.topic_events,
         wait_s=args.wait_s,
         from_beginning=args.from_beginning,
+        max_unacked_fraction=args.max_unacked_fraction,
+        workers=max(1, args.workers),
     )
     payload = report.to_dict()
     payload["run_id"] = doc["run_id"]

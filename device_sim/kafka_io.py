@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +112,8 @@ def scan(
     wait_s: float = 0.0,
     timeout: float = 10.0,
     batch_size: int = 10_000,
+    partitions: Collection[int] | None = None,
+    positions: Offsets | None = None,
 ) -> Iterator[list[Message]]:
     """Batches of the records of ``topic`` from ``start`` (None: the beginning) to its end.
 
@@ -119,12 +121,15 @@ def scan(
     each partition's records come in offset order. Nothing is kept: the caller counts each
     batch and drops it, so memory does not grow with the topic. After reaching the end, while
     ``keep_going()`` says more is expected, new records are read for up to ``wait_s`` more
-    seconds (the bridge may still be draining).
+    seconds (the bridge may still be draining). ``partitions`` limits the reading to those
+    (a worker's share); ``positions``, when given, is filled with the offset after the last
+    record read of each partition (where another reader can go on).
     """
     consumer = _consumer(bootstrap)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     try:
-        partitions = _partitions(consumer, topic, timeout)
+        found = _partitions(consumer, topic, timeout)
+        partitions = found if partitions is None else [p for p in found if p in set(partitions)]
         begin = {p: (start or {}).get(p, 0) for p in partitions}
         consumer.assign([TopicPartition(topic, p, begin[p]) for p in partitions])
         position = dict(begin)
@@ -155,6 +160,17 @@ def scan(
             if now >= deadline:
                 break
             time.sleep(min(0.5, deadline - now))
+        if positions is not None:
+            positions.update(position)
+    finally:
+        consumer.close()
+
+
+def partitions_of(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int]:
+    """The partition numbers of ``topic``."""
+    consumer = _consumer(bootstrap)
+    try:
+        return _partitions(consumer, topic, timeout)
     finally:
         consumer.close()
 

@@ -111,8 +111,14 @@ def expected_dlq(malformed: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def expectations(manifest: Mapping[str, Any]) -> Expectations:
-    """What the verifier must find, from a manifest."""
+DEFAULT_MAX_UNACKED_FRACTION = 0.01
+
+
+def expectations(
+    manifest: Mapping[str, Any], max_unacked_fraction: float | None = DEFAULT_MAX_UNACKED_FRACTION
+) -> Expectations:
+    """What the verifier must find, from a manifest; beyond ``max_unacked_fraction`` of the
+    telemetry never acknowledged and missing the run is inconclusive (None: no limit)."""
     skip: dict[str, set[int]] = {}
     injections = manifest.get("injections") or {}
     for kind in ("late", "out_of_order"):
@@ -132,6 +138,7 @@ def expectations(manifest: Mapping[str, Any]) -> Expectations:
         dlq={str(k): int(v) for k, v in (manifest.get("expected_dlq") or {}).items()},
         started_at_ms=manifest.get("started_at_ms"),
         ended_at_ms=manifest.get("ended_at_ms"),
+        max_unacked_fraction=max_unacked_fraction,
     )
 
 

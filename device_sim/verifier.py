@@ -14,8 +14,10 @@ the run, and no per-record object outlives its batch.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import msgspec
@@ -26,7 +28,7 @@ from device_sim import manifest as manifest_io
 from device_sim.accounting import Accountant, DlqRecord, Report, Row, TelemetryRecord
 from device_sim.event_accounting import fold_events
 from device_sim.event_rows import EventRows
-from device_sim.kafka_io import RawRecord, scan
+from device_sim.kafka_io import RawRecord, partitions_of, scan
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +213,8 @@ def verify(
     progress_every_s: float = 10.0,
     topic_events: str = "iot.events",
     timeline_s: float | None = None,
+    max_unacked_fraction: float | None = manifest_io.DEFAULT_MAX_UNACKED_FRACTION,
+    workers: int = 1,
 ) -> Report:
     """Read the run's telemetry and DLQ records, counting them as they come; the final report.
 
@@ -218,15 +222,28 @@ def verify(
     while reading (``accountant.report()`` gives the running figures). When the run sent
     events, ``topic_events`` is read too, into an accountant of its own (see
     :mod:`device_sim.event_accounting`). With ``timeline_s`` the report also holds the
-    telemetry latency percentiles per window of that many seconds (``latency_timeline``)."""
+    telemetry latency percentiles per window of that many seconds (``latency_timeline``).
+    More than ``max_unacked_fraction`` of the telemetry never acknowledged and missing makes
+    the run inconclusive (a failure; None: no limit). With ``workers`` > 1 the telemetry
+    partitions are shared out between that many processes, each counting its share to the
+    topic's end with an accountant of its own; their accountants are merged (a device's
+    records are all in one partition, so the merge is exact for every passing run) and the
+    wait for late records goes on in this process from where they stopped."""
     run_id = str(manifest["run_id"])
     timeline_ms = None if timeline_s is None else max(1, round(timeline_s * 1000))
-    accountant = Accountant(manifest_io.expectations(manifest), timeline_ms)
+    accountant = Accountant(manifest_io.expectations(manifest, max_unacked_fraction), timeline_ms)
     tele_start = None if from_beginning else manifest_io.start_offsets(manifest, "telemetry")
     dlq_start = None if from_beginning else manifest_io.start_offsets(manifest, "dlq")
     started = time.monotonic()
     next_progress = started + progress_every_s
 
+    if workers > 1:
+        tele_start = _count_in_workers(
+            accountant,
+            manifest,
+            workers,
+            (bootstrap, topic_telemetry, tele_start, max_unacked_fraction, timeline_ms),
+        )
     rows = TelemetryRows(run_id)
     for batch in scan(
         bootstrap,
@@ -274,6 +291,66 @@ def verify(
     return report
 
 
+def _unacked_warning(report: Report) -> list[str]:
+    """A loud line when messages were lost without an acknowledgement: they do not fail a run
+    by themselves, but many of them mean the load was not delivered (see accounting._verdict)."""
+    if not report.missing_unacked or not report.sent:
+        return []
+    share = report.missing_unacked / report.sent
+    limit = report.max_unacked_fraction
+    verdict = (
+        "the run is INCONCLUSIVE"
+        if report.inconclusive
+        else "within the limit"
+        if limit is not None
+        else "no limit set"
+    )
+    bound = "" if limit is None else f" (limit {limit:.2%})"
+    return [
+        f"  !! NEVER ACKNOWLEDGED  {report.missing_unacked:,} of {report.sent:,} sent "
+        f"({share:.2%}){bound}: {verdict}"
+    ]
+
+
+# what a worker needs besides the manifest and its partitions:
+# (bootstrap, topic, start offsets or None, max_unacked_fraction, timeline_ms)
+_Share = tuple[str, str, dict[int, int] | None, float | None, int | None]
+
+
+def _count_share(
+    manifest: Mapping[str, Any], partitions: list[int], share: _Share
+) -> tuple[Accountant, dict[int, int]]:
+    """One worker process: count ``partitions`` of the topic to its current end; returns the
+    accountant and the offset where each partition's reading stopped."""
+    bootstrap, topic, start, max_unacked_fraction, timeline_ms = share
+    accountant = Accountant(manifest_io.expectations(manifest, max_unacked_fraction), timeline_ms)
+    rows = TelemetryRows(str(manifest["run_id"]))
+    positions: dict[int, int] = {}
+    for batch in scan(bootstrap, topic, start, partitions=partitions, positions=positions):
+        accountant.add_telemetry(rows(batch))
+    return accountant, positions
+
+
+def _count_in_workers(
+    accountant: Accountant, manifest: Mapping[str, Any], workers: int, share: _Share
+) -> dict[int, int]:
+    """Count the topic's partitions in ``workers`` processes (spawned: no librdkafka state is
+    forked), merge their accounts into ``accountant``; returns where they stopped."""
+    bootstrap, topic, start = share[0], share[1], share[2]
+    parts = partitions_of(bootstrap, topic)
+    groups = [g for g in (parts[i::workers] for i in range(workers)) if g]
+    positions: dict[int, int] = dict(start or {})
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(groups), mp_context=context) as pool:
+        futures = [pool.submit(_count_share, dict(manifest), g, share) for g in groups]
+        for future in futures:
+            counted, stopped = future.result()
+            accountant.merge(counted)
+            positions.update(stopped)
+    log.info("%d workers counted %d records", len(groups), accountant.received)
+    return positions
+
+
 def summary(report: Report, manifest: Mapping[str, Any]) -> str:
     """A human summary of the report."""
 
@@ -287,6 +364,7 @@ def summary(report: Report, manifest: Mapping[str, Any]) -> str:
         f"  received       {report.received:,} records ({report.unique:,} unique)",
         f"  missing        {report.missing:,} (acknowledged: {report.missing_acked:,}, "
         f"never acknowledged: {report.missing_unacked:,})",
+        *_unacked_warning(report),
         f"  duplicates     {report.duplicates:,}",
         f"  order          {report.order_violations:,} per-device order violations",
         f"  unexpected     {report.unexpected:,}",

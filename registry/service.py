@@ -10,8 +10,10 @@ reach Mosquitto needs a rotate, since the registry never keeps it).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -116,6 +118,8 @@ class Registry:
         delete: Sequence[Entity] = (),
         commands: Sequence[plan.Command] = (),
         detail: dict[str, Any] | None = None,
+        *,
+        deferred: list[plan.Command] | None = None,
     ) -> None:
         records: list[tuple[bytes, bytes | None]] = [encode(e) for e in put]
         records += [(entity_key(e).encode(), None) for e in delete]
@@ -129,7 +133,9 @@ class Registry:
             self.state.put(e)
         for e in delete:
             self.state.remove(e)
-        if self.mosquitto is not None and commands:
+        if deferred is not None:  # the caller brings Mosquitto in step (a stopped one's file)
+            deferred.extend(commands)
+        elif self.mosquitto is not None and commands:
             try:
                 self.mosquitto.call(commands)
             except DynsecError as exc:
@@ -250,10 +256,15 @@ class Registry:
         with_secret: bool = True,
         *,
         site: str | None = None,
+        hash_params: hashing.ScryptParams = hashing.DEFAULT_PARAMS,
+        deferred: list[plan.Command] | None = None,
     ) -> list[Issued]:
         """Register devices in one transaction and one batch of Mosquitto changes (bulk
         provisioning, e.g. a simulated fleet); all or none are added. With ``site`` they are
-        behind that edge site: only it may publish and receive for them."""
+        behind that edge site: only it may publish and receive for them. The secrets are
+        hashed on every core; ``hash_params`` lowers the scrypt cost for simulated fleets
+        only (stack.provisioning says why that is acceptable there). With ``deferred`` the
+        Mosquitto commands are appended to it instead of sent: the caller applies them."""
         self._check("device", WRITE, tenant)
         owner = self.tenant(tenant)
         self._check_site(tenant, site)
@@ -269,16 +280,23 @@ class Registry:
         now, group_list = self._now(), tuple(groups)
         issued: list[Issued] = []
         cmds: list[plan.Command] = []
-        for device_id in device_ids:
-            secret = hashing.generate_secret() if with_secret else None
-            creds = Credentials(secret and hashing.hash_secret(secret), fingerprint)
+        secrets = [hashing.generate_secret() if with_secret else None for _ in device_ids]
+        hashes = iter(_hash_all([s for s in secrets if s], hash_params))
+        for device_id, secret in zip(device_ids, secrets, strict=True):
+            creds = Credentials(secret and next(hashes), fingerprint)
             device = Device(tenant, device_id, group_list, credentials=creds, site=site)
             device = replace(device, created_at=now, updated_at=now)
             cmds += plan.add_device(device, secret, owner.disabled)
             issued.append(Issued(device, secret))
         kinds = Credentials("-" if with_secret else None, fingerprint).kinds
         detail = {"groups": list(group_list), "credentials": kinds, "site": site}
-        self._commit("device.add", put=[i.entity for i in issued], commands=cmds, detail=detail)
+        self._commit(
+            "device.add",
+            put=[i.entity for i in issued],
+            commands=cmds,
+            detail=detail,
+            deferred=deferred,
+        )
         return issued
 
     def _change_device(
@@ -546,3 +564,12 @@ class Registry:
             return
         self._check("topic", WRITE, old.tenant)
         self._commit("topic.delete", delete=[old])
+
+
+def _hash_all(secrets: Sequence[str], params: hashing.ScryptParams) -> list[str]:
+    """:func:`hashing.hash_secret` of each, one thread per CPU: OpenSSL's scrypt runs without
+    the GIL, so a bulk of devices is hashed on every core."""
+    if len(secrets) < 2:
+        return [hashing.hash_secret(s, params) for s in secrets]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda s: hashing.hash_secret(s, params), secrets))

@@ -432,7 +432,7 @@ class Stack:
         if not cfg.insecure_anonymous:
             provision(
                 cfg.kafka_bootstrap, cfg.connect_host, cfg.mqtt_port, cfg.secrets_dir,
-                self.device_ids(), progress=progress,
+                self.device_ids(), progress=progress, offline=self.mosquitto.apply_offline,
             )  # fmt: skip
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:

@@ -9,12 +9,16 @@ the registry's admin client only, its secret in a 0600 file (docs/security.md).
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
 from registry import dynsec_config
+from registry.dynsec_file import DynsecDocument
+from registry.dynsec_plan import Command
 from registry.hashing import generate_secret
 from stack import paths
 from stack.config import StackConfig
@@ -84,6 +88,27 @@ class MosquittoServer:
         self.dynsec_path.write_text(dynsec_config.render(secret))
         self.dynsec_path.chmod(0o600)
         return True
+
+    def apply_offline(self, commands: Sequence[Command]) -> None:
+        """Apply dynsec ``commands`` to the dynsec file with Mosquitto stopped, writing it once
+        (registry.dynsec_file: a bulk of devices over $CONTROL costs O(N²) in 2.0.11), then
+        start Mosquitto again if it ran. Nothing is written if a command cannot be applied."""
+        doc = DynsecDocument(json.loads(self.dynsec_path.read_text()))
+        doc.apply(commands)  # OfflineDynsecError before anything changed
+        was_running = self.running()
+        if was_running:
+            self.stop()
+        try:
+            # read again: Mosquitto saved its own state as it stopped
+            doc = DynsecDocument(json.loads(self.dynsec_path.read_text()))
+            doc.apply(commands)
+            tmp = self.dynsec_path.with_suffix(".json.new")
+            tmp.write_text(json.dumps(doc.document(), indent=2) + "\n")
+            tmp.chmod(0o600)
+            tmp.replace(self.dynsec_path)
+        finally:
+            if was_running:
+                self.start()
 
     def _auth_lines(self) -> str:
         # Run as whoever runs the stack: as root Mosquitto would otherwise switch to the

@@ -11,13 +11,16 @@ rotated, never looked up (the registry keeps only hashes).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from registry import ids
 from registry.dynsec import DynsecClient
+from registry.dynsec_plan import Command
 from registry.errors import RegistryError
+from registry.hashing import ScryptParams
 from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
@@ -38,6 +41,18 @@ from stack.secret_files import (
 log = logging.getLogger(__name__)
 
 ACTOR = "iot-stack"
+# From this many new devices on, their Mosquitto clients are written into the dynsec file
+# with Mosquitto stopped (when the caller can, see `offline`), not sent over $CONTROL:
+# Mosquitto 2.0.11 rewrites the whole file after every change, O(N²) for a fleet.
+OFFLINE_MIN_DEVICES = 200
+# The simulated fleet's secrets are hashed with scrypt at 2**10 (1 MiB, about 3 ms) instead of
+# the registry's 2**14 (16 MiB, 34-56 ms), or 20,000 devices would take 10 to 20 minutes of
+# CPU. Acceptable for simulated devices only: each secret is 256 random bits, so the hash
+# cost was never what stops guessing (registry/hashing.py), and the parameters travel with
+# each hash, which the registry recognises as below today's (`needs_rehash`). Devices added
+# any other way (iot-devices, the API, the console) keep the full cost.
+SIMULATED_FLEET_HASH = ScryptParams(log2_n=10)
+Offline = Callable[[Sequence[Command]], None]  # applies dynsec commands to a stopped Mosquitto
 # account name -> its role; the user name is svc/<name> (registry.topics)
 SERVICE_ACCOUNTS: dict[str, Role] = {"bridge": Role.BRIDGE, "commands": Role.COMMANDS}
 
@@ -72,7 +87,10 @@ def provision(
     device_ids: Sequence[str],
     *,
     progress: Callable[[str], None] = log.info,
+    offline: Offline | None = None,
 ) -> Provisioned:
+    """Service accounts and devices, the missing ones. With ``offline`` (the launcher, which
+    owns Mosquitto), a bulk of new devices reaches Mosquitto through its dynsec file."""
     admin = read_secret(admin_secret(secrets_dir))
     if admin is None:
         raise StackError(f"no registry admin secret in {admin_secret(secrets_dir)}")
@@ -86,7 +104,7 @@ def provision(
             progress(f"created registry topics: {', '.join(created)}")
         mosquitto = DynsecClient(mqtt_host, mqtt_port, ADMIN_USERNAME, admin).start()
         registry = Registry.open(store, local_admin(ACTOR), mosquitto, write=True)
-        return _provision(registry, mosquitto, secrets_dir, device_ids, progress)
+        return _provision(registry, mosquitto, secrets_dir, device_ids, progress, offline=offline)
     except RegistryError as exc:
         raise StackError(f"provisioning through the registry failed: {exc}") from exc
     finally:
@@ -101,6 +119,8 @@ def _provision(
     secrets_dir: Path,
     device_ids: Sequence[str],
     progress: Callable[[str], None],
+    *,
+    offline: Offline | None = None,
 ) -> Provisioned:
     tenant = ids.DEFAULT_TENANT
     if tenant not in registry.state.tenants:
@@ -139,7 +159,7 @@ def _provision(
         assert issued.secret is not None
         write_secret(path, issued.secret)
     result.devices_added, result.devices_rotated = _devices(
-        registry, known, secrets_dir, device_ids
+        registry, known, secrets_dir, device_ids, offline=offline, progress=progress
     )
     if result.accounts_created or result.accounts_rotated:
         done = result.accounts_created + result.accounts_rotated
@@ -153,9 +173,18 @@ def _provision(
 
 
 def _devices(
-    registry: Registry, known: set[str], secrets_dir: Path, device_ids: Sequence[str]
+    registry: Registry,
+    known: set[str],
+    secrets_dir: Path,
+    device_ids: Sequence[str],
+    *,
+    offline: Offline | None = None,
+    progress: Callable[[str], None] = log.info,
 ) -> tuple[int, int]:
-    """Add the missing devices in bulk; re-key registered ones whose secret was not kept."""
+    """Add the missing devices in bulk; re-key registered ones whose secret was not kept.
+
+    The re-keying goes over $CONTROL first (Mosquitto must be up); then a bulk of new devices
+    goes into the stopped Mosquitto's file when ``offline`` is given."""
     tenant = ids.DEFAULT_TENANT
     path = device_credentials(secrets_dir)
     creds = read_credentials(path)
@@ -168,12 +197,28 @@ def _devices(
     ]
     if not missing and not lost:
         return 0, 0
-    for device_id, issued in zip(missing, registry.add_devices(tenant, missing), strict=True):
-        assert issued.secret is not None
-        creds[device_id] = issued.secret
     for device_id in lost:
         secret = registry.rotate_device(tenant, device_id).secret
         assert secret is not None
         creds[device_id] = secret
+    bulk = offline is not None and len(missing) >= OFFLINE_MIN_DEVICES
+    deferred: list[Command] | None = [] if bulk else None
+    started = time.monotonic()
+    issued = registry.add_devices(
+        tenant, missing, hash_params=SIMULATED_FLEET_HASH, deferred=deferred
+    )
+    for device_id, one in zip(missing, issued, strict=True):
+        assert one.secret is not None
+        creds[device_id] = one.secret
+    # the secrets first: if Mosquitto cannot be updated, the next `up` syncs and re-keys
     write_credentials(path, creds)
+    if missing:
+        progress(f"{len(missing)} devices registered in {time.monotonic() - started:.1f} s")
+    if deferred and offline is not None:
+        started = time.monotonic()
+        offline(deferred)
+        progress(
+            f"{len(missing)} devices written into Mosquitto's dynsec file "
+            f"(Mosquitto restarted) in {time.monotonic() - started:.1f} s"
+        )
     return len(missing), len(lost)

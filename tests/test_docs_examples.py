@@ -177,6 +177,13 @@ NOT_RUN = {
     "make bench-fleet 'FLEET_ARGS=--duration 150 --devices 3000 --rate 1 --name fleet-short'": (
         _BENCH
     ),
+    "make bench-fleet 'FLEET_ARGS=--devices 50000 --rate 0.1 --duration 3600 --processes 12 "
+    "--connect-rate 500 --name fleet-50k'": _BENCH + "; needs a machine whose open-file hard "
+    "limit exceeds 50,000 (20,000 here, not raisable without CAP_SYS_RESOURCE)",
+    "ulimit -Hn": "a shell builtin that prints this machine's hard open-file limit (20000); "
+    "tests/device_sim/test_open_files.py covers how the fleet reads and raises the limit",
+    "sudo sysctl -w 'net.ipv4.ip_local_port_range=10000 65000'": "changes a machine-wide kernel "
+    "setting; not for a shared test machine (and not permitted in this container)",
     "python -m bench.fleet --render bench/results/fleet-short.json": "re-renders the recorded "
     "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
     "make bench-http": _BENCH,

@@ -58,6 +58,52 @@ def test_unacknowledged_missing_does_not_fail() -> None:
     assert report.ok
 
 
+def _starved(unacked: int, limit: float | None) -> Expectations:
+    """100 messages sent, the last ``unacked`` never acknowledged by Mosquitto."""
+    never = frozenset(range(101 - unacked, 101))
+    return Expectations({"a": DeviceExpectation(100, unacked=never)}, max_unacked_fraction=limit)
+
+
+def test_too_many_never_acknowledged_make_the_run_inconclusive() -> None:
+    # the shape of the starved fleet run: most of what was sent never acknowledged nor arrived
+    report = account(_starved(75, 0.01), clean("a", 25))
+    assert (report.missing_acked, report.missing_unacked) == (0, 75)
+    assert report.unacked_fraction == 0.75
+    assert report.inconclusive
+    assert not report.ok
+    assert report.failures[0].startswith("INCONCLUSIVE: 75 of 100 telemetry messages (75.00%)")
+
+
+def test_never_acknowledged_within_the_limit_pass_but_are_reported() -> None:
+    report = account(_starved(1, 0.01), clean("a", 99))
+    assert (report.unacked_fraction, report.max_unacked_fraction) == (0.01, 0.01)
+    assert not report.inconclusive
+    assert report.ok
+    # one more over the limit fails
+    assert account(_starved(2, 0.01), clean("a", 98)).inconclusive
+
+
+def test_never_acknowledged_that_arrived_after_all_do_not_count() -> None:
+    # Mosquitto's PUBACK was lost but the message reached Kafka: delivered, not starved
+    report = account(_starved(50, 0.01), clean("a", 100))
+    assert (report.missing, report.unacked_fraction, report.inconclusive) == (0, 0.0, False)
+    assert report.ok
+
+
+def test_qos0_losses_count_as_never_acknowledged() -> None:
+    exp = Expectations({"a": DeviceExpectation(10, qos=0)}, max_unacked_fraction=0.1)
+    assert account(exp, clean("a", 9)).ok
+    report = account(exp, clean("a", 8))
+    assert report.missing_unacked == 2
+    assert report.inconclusive
+
+
+def test_without_a_limit_the_old_rule_holds() -> None:
+    report = account(_starved(75, None), clean("a", 25))
+    assert report.ok
+    assert (report.unacked_fraction, report.inconclusive) == (None, False)
+
+
 def test_qos0_missing_is_never_acknowledged() -> None:
     exp = Expectations({"a": DeviceExpectation(10, qos=0)})
     report = account(exp, clean("a", 7))

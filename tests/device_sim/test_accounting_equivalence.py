@@ -149,3 +149,32 @@ def test_streaming_in_read_order_equals_the_reference(
         assert new.devices_spanning_partitions == old.devices_spanning_partitions
         assert new.partitions_per_device == old.partitions_per_device
         assert new.failures == old.failures
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs(), st.integers(0, 2**32), st.integers(2, 4))
+def test_partitions_counted_apart_and_merged_equal_the_reference(
+    run: tuple[Expectations, list[TelemetryRecord], list[DlqRecord]], seed: int, workers: int
+) -> None:
+    """The parallel verifier: each worker counts its share of the partitions (in read order)
+    with an accountant of its own; merged, they give the reference's verdict, with the same
+    caveat as above for a device spanning partitions."""
+    expected, records, dlq = run
+    rnd = random.Random(seed)
+    shares = [Accountant(expected) for _ in range(workers)]
+    for row in _interleaved(records, rnd):
+        shares[row[2] % workers].add_telemetry([row])
+    merged = shares[0]
+    merged.add_dlq(d.error for d in dlq)
+    for other in shares[1:]:
+        merged.merge(other)
+    new = merged.report()
+    old = reference_accounting.account(expected, records, dlq)
+    if not old.devices_spanning_partitions:
+        assert_same_verdict(new, old)
+    else:
+        for name in ("received", "unique", "missing", "missing_acked", "duplicates", "unexpected"):
+            assert getattr(new, name) == getattr(old, name), name
+        assert new.devices_spanning_partitions == old.devices_spanning_partitions
+        assert new.partitions_per_device == old.partitions_per_device
+        assert new.failures == old.failures

@@ -71,6 +71,18 @@ def test_summary_says_ok_or_fail() -> None:
     assert "FAIL: 3 acknowledged" in summary(report, {"run_id": RUN})
 
 
+def test_summary_shouts_about_never_acknowledged_messages() -> None:
+    report = Report(sent=450_000, missing=338_726, missing_unacked=338_726)
+    assert "NEVER ACKNOWLEDGED" not in summary(Report(sent=10), {"run_id": RUN})
+    assert "no limit set" in summary(report, {"run_id": RUN})
+    report.max_unacked_fraction, report.inconclusive = 0.01, True
+    report.failures.append("INCONCLUSIVE: ...")
+    text = summary(report, {"run_id": RUN})
+    assert "!! NEVER ACKNOWLEDGED  338,726 of 450,000 sent (75.27%) (limit 1.00%)" in text
+    assert "the run is INCONCLUSIVE" in text
+    assert "FAIL: INCONCLUSIVE" in text
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()
