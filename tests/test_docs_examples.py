@@ -185,7 +185,7 @@ NOT_RUN = {
             "localhost:3904/telemetry",
             "curl -s -i -u 'acme/pump-1:<secret>' -H 'Content-Type: application/json' "
             '-d \'{"status": "ok", "result": "done"}\' '
-            "localhost:3904/command/res/<hono-cmd-req-id>",
+            "localhost:3904/command/res/REQ_ID",
         ),
         "needs a registry device, its secret, Mosquitto with dynsec and the command path; "
         "tests/api/test_http_devices.py makes the same requests (a waiting telemetry post that "
