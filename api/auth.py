@@ -106,6 +106,12 @@ class RegistryAuthenticator:
                 if changed:  # a disabled account or a rotated secret counts from now on
                     self._remembered.clear()
 
+    async def refreshed(self) -> Registry:
+        """The registry, re-read first when its last read is older than the refresh period
+        (HTTP devices check their own credentials against it, api.http_devices)."""
+        await self._refresh()
+        return self.registry
+
     # --- who is asking ---------------------------------------------------------------------
 
     async def authenticate(self, header: str | None) -> Actor | None:

@@ -105,7 +105,8 @@ class ApiConfig:
     )
     topic_telemetry: str = _setting(
         "iot.telemetry",
-        "Operator routes: the telemetry topic (a tenant's: iot.<tenant>.telemetry).",
+        "Telemetry topic, as the bridge's (a tenant's: iot.<tenant>.telemetry): operator "
+        "routes read it, HTTP devices write it.",
     )
     command_wait_max_s: float = _setting(60.0, "Longest `?wait=` of a command sent over HTTP (s).")
     command_history_scan_max: int = _setting(
@@ -136,6 +137,34 @@ class ApiConfig:
         1000,
         "Queues: a message is redelivered this long after its visibility deadline (covers "
         "clock skew between instances; an ack recorded by the deadline always wins).",
+    )
+
+    # HTTP devices (issue 14 item 5, api/http_devices.py, docs/api.md "HTTP devices")
+    topic_events: str = _setting("iot.events", "HTTP devices: events topic (as the bridge).")
+    topic_dlq: str = _setting("iot.dlq", "HTTP devices: dead-letter topic (as the bridge).")
+    max_payload_bytes: int = _setting(
+        65536, "HTTP devices: largest telemetry/event payload (the bridge's; DLQ `oversized`)."
+    )
+    tenant_quotas: str = _setting(
+        "", "HTTP devices: msgs/s per tenant `t=N,...` for tenants without a registry quota."
+    )
+    device_ttd_max_s: int = _setting(
+        60, "HTTP devices: longest wait for a command in one request (caps `hono-ttd`)."
+    )
+    mqtt_host: str = _setting("localhost", "HTTP devices' commands: Mosquitto host.")
+    mqtt_port: int = _setting(1883, "HTTP devices' commands: Mosquitto port.")
+    mqtt_username: str = _setting(
+        "", "HTTP devices' commands: MQTT user (a registry account with role `api`, `svc/<name>`)."
+    )
+    mqtt_password: str = _setting("", "MQTT password.", secret=True)
+    mqtt_password_file: str = _setting(
+        "", "File holding the MQTT password (first line; wins over mqtt_password)."
+    )
+    device_session_expiry_s: int = _setting(
+        86400, "HTTP devices: MQTT session expiry (commands wait this long for the device)."
+    )
+    device_session_idle_s: float = _setting(
+        120.0, "HTTP devices: close a device's MQTT connection after this long without a request."
     )
 
     def __post_init__(self) -> None:
@@ -173,6 +202,11 @@ class ApiConfig:
             ),
             (self.queue_max_deliveries >= 1, "queue_max_deliveries must be >= 1"),
             (self.queue_clock_grace_ms >= 0, "queue_clock_grace_ms must be >= 0"),
+            (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),
+            (self.device_ttd_max_s >= 0, "device_ttd_max_s must be >= 0"),
+            (0 < self.mqtt_port <= 65535, "mqtt_port must be 1-65535"),
+            (0 <= self.device_session_expiry_s <= 0xFFFFFFFF, "device_session_expiry_s range"),
+            (self.device_session_idle_s > 0, "device_session_idle_s must be > 0"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from api import operator_schemas, queue_model, sawmill
+from api import http_devices_model, operator_schemas, queue_model, sawmill
 from api.operator_model import OPERATOR_TAGS
 from api.routes import ROUTES, Route
 
@@ -84,6 +84,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     **sawmill.SCHEMAS,
     **queue_model.SCHEMAS,
     **operator_schemas.SCHEMAS,
+    **http_devices_model.SCHEMAS,
     "Acl": _ACL,
     "MrMetrics": {
         "type": "object",
@@ -188,15 +189,21 @@ def _operation(route: Route, secured: bool) -> dict[str, Any]:
         ok_schema = _ref(route.ok_schema) if route.ok_schema else {"type": "object"}
         ok_content = {"application/json": {"schema": ok_schema}}
     responses: dict[str, Any] = {"200": {"description": "OK", "content": ok_content}}
-    codes = set(route.errors) | ({401} if secured and route.tag in PROTECTED_TAGS else set())
+    device = route.tag == "devices"  # HTTP devices: their own error body, Basic (a device)
+    codes = set(route.errors) | ({401} if secured and (device or route.tag in PROTECTED_TAGS)
+                                 else set())  # fmt: skip
+    if device:
+        responses["202"] = {"description": "Accepted (Kafka or Mosquitto holds it); no command."}
     for code in sorted(codes):
         responses[str(code)] = {
             "description": _ERROR_TEXT.get(code, "Error."),
-            "content": {"application/json": {"schema": _ref("Error")}},
+            "content": {"application/json": {"schema": _ref("DeviceError" if device else "Error")}},
         }
     op["responses"] = responses
     if secured and route.tag in PROTECTED_TAGS:
         op["security"] = SECURITY
+    elif secured and device:
+        op["security"] = [{"basic": []}]  # the device's MQTT user name (or id@tenant) and secret
     elif secured and route.tag == "sawmill":
         op["security"] = [{"token": []}]
     return op

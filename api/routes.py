@@ -122,6 +122,49 @@ QUEUE_ROUTES: tuple[Route, ...] = (
           ok_schema="AckResults", errors=(400, 503)),
 )  # fmt: skip
 
+# HTTP devices (Hono's HTTP adapter paths; api.http_devices, docs/api.md "HTTP devices")
+DEVICE_TAG = "devices"
+DEVICE_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")
+DEVICE_ID = Param("device", "path", "Device id; must be the authenticated device (else 403).")
+REQ_ID = Param("reqId", "path", "The command's `hono-cmd-req-id` (its command id).")
+TTD = Param(
+    "hono-ttd", "header",
+    "Seconds to wait in this request for a command (capped by `--device-ttd-max-s`; -1: the "
+    "cap). Also accepted as a query parameter.", {"type": "integer"},
+)  # fmt: skip
+CMD_STATUS = Param(
+    "hono-cmd-status", "header",
+    "Hono's result code of a reply (2xx ok, else error); absent: the body is the reply as an "
+    "MQTT device sends it.", {"type": "integer"},
+)  # fmt: skip
+_UPLOAD_ERRORS = (400, 403, 413, 429, 503)
+_TELEMETRY = ("Telemetry, the MQTT JSON contract: 202 once Kafka holds it (acks=all), 200 with "
+              "a command (`hono-command`, `hono-cmd-req-id`) when one came within `hono-ttd`; "
+              "bad payloads 400 with the bridge's error code, dead-lettered.")  # fmt: skip
+_EVENT = "An event, as telemetry (the events topic)."
+_REPLY = ("A command's reply: published as the device's MQTT reply (QoS 1); 202 once Mosquitto "
+          "took it, the command path then records it.")  # fmt: skip
+
+DEVICE_ROUTES: tuple[Route, ...] = (
+    Route("POST", "/telemetry", "device_telemetry", _TELEMETRY, DEVICE_TAG, params=(TTD,),
+          body=("application/json",), ok_schema="DeviceCommand", errors=_UPLOAD_ERRORS),
+    Route("PUT", "/telemetry/{tenant}/{device}", "device_telemetry", _TELEMETRY, DEVICE_TAG,
+          params=(DEVICE_TENANT, DEVICE_ID, TTD), body=("application/json",),
+          ok_schema="DeviceCommand", errors=_UPLOAD_ERRORS),
+    Route("POST", "/event", "device_event", _EVENT, DEVICE_TAG, params=(TTD,),
+          body=("application/json",), ok_schema="DeviceCommand", errors=_UPLOAD_ERRORS),
+    Route("PUT", "/event/{tenant}/{device}", "device_event", _EVENT, DEVICE_TAG,
+          params=(DEVICE_TENANT, DEVICE_ID, TTD), body=("application/json",),
+          ok_schema="DeviceCommand", errors=_UPLOAD_ERRORS),
+    Route("POST", "/command/res/{reqId}", "device_command_reply", _REPLY, DEVICE_TAG,
+          params=(REQ_ID, CMD_STATUS), body=("application/json",), body_schema="DeviceReply",
+          errors=(400, 403, 503)),
+    Route("PUT", "/command/res/{tenant}/{device}/{reqId}", "device_command_reply", _REPLY,
+          DEVICE_TAG,
+          params=(DEVICE_TENANT, DEVICE_ID, REQ_ID, CMD_STATUS), body=("application/json",),
+          body_schema="DeviceReply", errors=(400, 403, 503)),
+)  # fmt: skip
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/events/{topic}", "publish",
@@ -285,5 +328,5 @@ OPERATOR_ROUTES: tuple[Route, ...] = (
           params=(OPS_TENANT, Param("cascade", "query", "true: delete what it holds too.")),
           ok_schema="Deleted", errors=(403, 404, 409, 503)),
 )  # fmt: skip
-# after MR's rows: sawmill's facade, the queues, the operator routes (api.*_app)
-ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES + OPERATOR_ROUTES
+# after MR's rows: sawmill's facade, the queues, the operator routes, HTTP devices
+ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES + OPERATOR_ROUTES + DEVICE_ROUTES

@@ -15,6 +15,7 @@ from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.console.app import Console, build_console_app
 from api.console.config import ConsoleConfig
+from api.http_devices import DeviceHandlers
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
 from api.kafka_health import KafkaHealth
@@ -59,6 +60,7 @@ class ApiService:
         self.sawmill: SawmillHandlers | None = None
         self.queues: QueueHandlers | None = None
         self.operator: OperatorHandlers | None = None
+        self.devices: DeviceHandlers | None = None
         self.health: KafkaHealth | None = None
         self._runner: web.AppRunner | None = None
         self.started = asyncio.Event()
@@ -81,12 +83,17 @@ class ApiService:
         self.health.start()
         health = self.health
         handlers.kafka_up = lambda: health.up
+        self.devices = DeviceHandlers(  # HTTP devices (Hono's HTTP adapter)
+            self.cfg, self.auth, self.admin, handlers.stats.registry, handlers.long_polls
+        )
+        self.devices.start()
         extra = (
             ApiKeyHandlers(self.auth),
             AclHandlers(handlers.guard, self.admin.exists),
             self.sawmill,
             self.queues,
             self.operator,
+            self.devices,
         )
         app = build_app(handlers, self.auth, extra)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
@@ -127,6 +134,8 @@ class ApiService:
             await self.queues.close()
         if self.operator is not None:
             await self.operator.close()
+        if self.devices is not None:
+            await self.devices.close(self.cfg.shutdown_timeout_s)
         await self.pool.close()
         if self.health is not None:
             await self.health.close()

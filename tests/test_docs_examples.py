@@ -29,6 +29,7 @@ import pytest
 
 from tests.bridge.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
 from tests.bridge.commands.harness import Device, unique, wait_for
+from tests.bridge.helpers import consume
 from tests.docs_examples import (
     SCRIPTS,
     Example,
@@ -152,6 +153,16 @@ RUN = {
         ),
         "test_api_sawmill_and_queue_examples_run",
     ),
+    **dict.fromkeys(
+        (
+            "curl -s -w ' %{http_code}\\n' -X PUT -H 'Content-Type: application/json' "
+            '-d \'{"ts": 1700000000000, "seq": 0, "metrics": {"t": 21.5}}\' '
+            "localhost:3904/telemetry/default/pump-1",
+            "curl -s -w ' %{http_code}\\n' -X PUT -H 'Content-Type: application/json' "
+            '-d \'{"ts": 1700000000000, "seq": 1}\' localhost:3904/telemetry/default/pump-1',
+        ),
+        "test_api_device_examples_run",
+    ),
 }
 
 _SIM_RUN = (
@@ -166,6 +177,20 @@ _CLUSTER = (
     "report's options run locally in test_analytics_commands_run"
 )
 NOT_RUN = {
+    **dict.fromkeys(
+        (
+            "curl -s -i -u 'acme/pump-1:<secret>' -H 'hono-ttd: 30' "
+            "-H 'Content-Type: application/json' "
+            '-d \'{"ts": 1700000000000, "seq": 2, "metrics": {"t": 21.6}}\' '
+            "localhost:3904/telemetry",
+            "curl -s -i -u 'acme/pump-1:<secret>' -H 'Content-Type: application/json' "
+            '-d \'{"status": "ok", "result": "done"}\' '
+            "localhost:3904/command/res/REQ_ID",
+        ),
+        "needs a registry device, its secret, Mosquitto with dynsec and the command path; "
+        "tests/api/test_http_devices.py makes the same requests (a waiting telemetry post that "
+        "gets a command, its reply closing it succeeded) on a registry and broker of its own",
+    ),
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
     "(iot-stack up --analytics --console --devices 200 --device-rate 2) is parsed here and "
     "`up` is tested by tests/stack/test_stack_integration.py",
@@ -817,6 +842,39 @@ def test_api_sawmill_and_queue_examples_run(stack: Any) -> None:
     assert sorted(m["message"] for m in received["messages"]) == ['{"job":1}', '{"job":2}']
     assert {m["deliveryCount"] for m in received["messages"]} == {1}
     assert [r["status"] for r in acked["results"]] == ["acked"]
+
+
+@pytest.mark.integration
+def test_api_device_examples_run(stack: Any, topic_factory: Callable[..., str]) -> None:
+    """docs/api.md's HTTP device lines against an anonymous service: the good reading lands in
+    the telemetry topic, the bad one is answered 400 and dead-lettered."""
+    tel, dlq = topic_factory("doctel", partitions=3), topic_factory("docdlq", partitions=1)
+    port = _free_port()
+    argv = [
+        str(Path(sys.executable).parent / "iot-api"),
+        *("--kafka-bootstrap", stack.kafka_bootstrap, "--api-port", str(port)),
+        *("--insecure-anonymous", "--topic-telemetry", tel, "--topic-dlq", dlq),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    outputs = []
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "iot-api")
+        for example in _run_by("test_api_device_examples_run"):
+            args = [a.replace("localhost:3904", f"127.0.0.1:{port}") for a in example.argv]
+            done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+            outputs.append(done.stdout)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    assert outputs == [
+        " 202\n",
+        '{"error":"missing_field","detail":"missing field \'metrics\'"} 400\n',
+    ]
+    (good,) = consume(stack.kafka_bootstrap, [tel], until=lambda rs: len(rs) >= 1, timeout=30)
+    assert (good.key, good.json()["seq"]) == (b"pump-1", 0)
+    assert good.headers["orig_adapter"] == b"http"
+    (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
+    assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
 
 
 def _free_port() -> int:
