@@ -435,7 +435,7 @@
       try {
         const r = await api("GET", `/dead-letters?${p}`);
         const keep = code.value;
-        code.replaceChildren(h("option", { value: "" }, "any"), Object.entries(r.codes).map(([c, n]) => h("option", { value: c }, `${c} (${n})`)));
+        code.replaceChildren(h("option", { value: "" }, "any"), ...Object.entries(r.codes).map(([c, n]) => h("option", { value: c }, `${c} (${n})`)));
         code.value = keep;
         list.replaceChildren(h("p", { class: "muted", id: "dlq-count" }, `${r.total} dead letters`, scanNote(r)), table(["received", "device", "code", "MQTT topic", "status", ""], r.rows.map((x) => h("tr", { "data-ref": x.ref, "data-code": x.code },
           h("td", {}, when(x.received_at)), h("td", {}, x.device ?? ""), h("td", {}, x.code), h("td", {}, x.mqtt_topic),
