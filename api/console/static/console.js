@@ -160,8 +160,8 @@
     const lag = h("div", { id: "lag" });
     const sites = h("div", { id: "sites" });
     box.append(h("h1", {}, "Overview"), h("p", { class: "muted", id: "live-note" }, "Live: updates every few seconds."),
-      h("h2", {}, "Services"), services, h("h2", {}, "Flow"), cards, charts, h("h2", {}, "Consumer lag"), lag,
-      h("h2", {}, "Edge sites"), sites);
+      h("h2", {}, "Services"), services, h("h2", {}, "Edge sites"), sites, h("h2", {}, "Flow"), cards, charts,
+      h("h2", {}, "Consumer lag"), lag);
     function draw(latest) {
       const p = points.length ? points[points.length - 1] : {};
       const up = p.up || {};

@@ -22,7 +22,9 @@ from stack.ports import free_ports
 from tests.api.console.conftest import Browser, ConsoleStack, start_api, stop_api
 from tests.api.console.test_pages import login
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+# the streaming job's five queries take minutes on a loaded 2-core box (10+ at load 50)
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow,
+              pytest.mark.timeout(1800)]  # fmt: skip
 DEVICES = ("an-1", "an-2", "an-3")
 SPIKED = "an-2"
 CLOCK = "zz-clock"  # far ahead: the watermark closes every minute sent
