@@ -23,7 +23,7 @@ class SitesWatch:
     def __init__(self, host: str, port: int, username: str, password_file: str) -> None:
         self.host, self.port, self.username = host, port, username
         self.password_file = Path(password_file)
-        self.error = "not started"
+        self.error = ""  # connecting: no error to show yet
         self._watch: CentralWatch | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
