@@ -131,8 +131,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     console = request.app[CONSOLE_KEY]
     path = request.path
     api = path.startswith("/console/api/")
+    report = path.startswith("/console/report/")  # the fleet report: logged-in operators only
     try:
-        if api and path != "/console/api/login":
+        if (api and path != "/console/api/login") or report:
             session = console.sessions.get(request.cookies.get(COOKIE))
             if session is not None and not console.operators.still_valid(session.actor):
                 console.sessions.end(request.cookies.get(COOKIE))
