@@ -22,7 +22,7 @@ from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
 from stack.provisioning import account_login, provision
-from stack.secret_files import admin_secret, device_credentials
+from stack.secret_files import account_secret, admin_secret, device_credentials
 from stack.spark_cluster import (
     SparkMaster,
     SparkWorker,
@@ -273,14 +273,21 @@ class Stack:
                 "IOT_CONSOLE": "1",
                 "IOT_CONSOLE_MQTT_HOST": host,
                 "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
-                "IOT_CONSOLE_SERVICES": f"bridge=http://{host}:{cfg.bridge_http_port},"
-                f"commands=http://{host}:{cfg.commands_http_port},"
+                "IOT_CONSOLE_SERVICES": ",".join(
+                    f"{b.name}=http://{host}:{cfg.bridge_http_port_of(i)}"
+                    for i, b in enumerate(self.bridges(), start=0 if cfg.bridges == 1 else 1)
+                )
+                + f",commands=http://{host}:{cfg.commands_http_port},"
                 f"analytics=http://{host}:{cfg.analytics_http_port}",
                 "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
                 "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
             }
             if not cfg.insecure_anonymous:
                 env["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+                # edge sites, read as `iot-stack status` reads them (docs/edge.md)
+                env["IOT_CONSOLE_SITES_PASSWORD_FILE"] = str(
+                    account_secret(cfg.secrets_dir, "bridge")
+                )
         return AppService(
             cfg,
             "api",

@@ -29,6 +29,7 @@ from api.console.operators import Operators
 from api.console.roles import capabilities
 from api.console.sampler import Sampler
 from api.console.sessions import COOKIE, Session, SessionStore, csrf_ok
+from api.console.sites import SitesWatch
 from api.console.tailer import Tailer
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,16 @@ class Console:
         self.kafka = KafkaView(bootstrap)
         self.fleet = FleetState()
         self.tailer = Tailer(bootstrap, TOPICS | {"audit": cfg.console_audit_topic}, self.fleet)
+        self.sites: SitesWatch | None = None
+        if cfg.console_sites_password_file:  # docs/edge.md: the sites' retained state/status
+            self.sites = SitesWatch(
+                cfg.console_mqtt_host, cfg.console_mqtt_port, cfg.console_sites_username,
+                cfg.console_sites_password_file,
+            )  # fmt: skip
         self.sampler = Sampler(
-            cfg.services(), self.kafka, self.tailer, cfg.console_sample_s, http_in
-        )
+            cfg.services(), self.kafka, self.tailer, cfg.console_sample_s, http_in=http_in,
+            sites=self.sites.views if self.sites is not None else None,
+        )  # fmt: skip
 
     async def start(self) -> None:
         self.kafka.start()
@@ -85,12 +93,16 @@ class Console:
             log.warning("console: audit topic not ensured (%s)", exc)
         await asyncio.to_thread(self.operators.start)
         self.tailer.start()
+        if self.sites is not None:
+            self.sites.start()
         self.sampler.start()
         log.info("console: serving /console (services watched: %s)", ", ".join(self.cfg.services()))
 
     async def stop(self) -> None:
         await self.sampler.stop()
         await asyncio.to_thread(self.tailer.stop)
+        if self.sites is not None:
+            await asyncio.to_thread(self.sites.stop)
         self.kafka.close()
         self.operators.close()
 
@@ -119,8 +131,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     console = request.app[CONSOLE_KEY]
     path = request.path
     api = path.startswith("/console/api/")
+    report = path.startswith("/console/report/")  # the fleet report: logged-in operators only
     try:
-        if api and path != "/console/api/login":
+        if (api and path != "/console/api/login") or report:
             session = console.sessions.get(request.cookies.get(COOKIE))
             if session is not None and not console.operators.still_valid(session.actor):
                 console.sessions.end(request.cookies.get(COOKIE))
@@ -208,6 +221,7 @@ async def me(request: web.Request) -> web.Response:
 async def stream(request: web.Request) -> web.StreamResponse:
     """Server-sent events: one ``overview`` event per sample."""
     console = request.app[CONSOLE_KEY]
+    tenant = session_of(request).actor.tenant
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
                  "X-Accel-Buffering": "no"}
@@ -216,9 +230,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
         response.headers[name] = value
     await response.prepare(request)
     await response.write(b"retry: 2000\n\n")
-    session_of(request)
     while console.sessions.get(request.cookies.get(COOKIE)) is not None:
-        latest = await console.sampler.wait(15)
+        latest = pages.scoped(await console.sampler.wait(15), tenant)
         data = orjson.dumps(latest, option=orjson.OPT_NON_STR_KEYS)
         await response.write(b"event: overview\ndata: " + data + b"\n\n")
     return response

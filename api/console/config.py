@@ -52,6 +52,14 @@ class ConsoleConfig:
     console_audit_topic: str = _setting(
         "iot.console.audit", "Topic of the console's audit records (replay, discard, commands)."
     )
+    console_sites_password_file: str = _setting(
+        "",
+        "File with the secret of a central account that may read the edge sites' state "
+        "(role bridge, as `iot-stack status` uses); empty: no Sites panel.",
+    )
+    console_sites_username: str = _setting(
+        "svc/bridge", "The MQTT user name of that account (docs/edge.md)."
+    )
     console_sample_s: float = _setting(2.0, "Seconds between two Overview samples.")
 
     def __post_init__(self) -> None:

@@ -88,6 +88,9 @@ class FleetState:
         self.final_counts: dict[str, int] = {}
         self.audit: deque[dict[str, Any]] = deque(maxlen=500)
         self._dispositions: dict[str, tuple[str, str]] = {}  # dlq ref -> (status, by)
+        # kind -> True while memory holds every record of its topic (read from its start,
+        # nothing evicted): then a search needs no Kafka scan
+        self.complete: dict[str, bool] = {}
 
     def seen(self, key: str) -> Seen:
         found = self.devices.get(key)
@@ -110,8 +113,11 @@ class FleetState:
         status, replies, audit)."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if kind == "dlq":
-            letter = DeadLetter(partition, offset, name, value or b"", _headers(headers), timestamp)
-            self._dead_letter(letter)
+            self._dead_letter(
+                dead_letter(
+                    partition, offset, key=key, value=value, headers=headers, timestamp=timestamp
+                )
+            )
             return
         doc = _json(value)
         if kind == "audit":
@@ -140,12 +146,16 @@ class FleetState:
             seen.online = bool(doc.get("online"))
             seen.presence_at = int(doc.get("at") or timestamp)
 
+    def dispose(self, letter: DeadLetter) -> DeadLetter:
+        """``letter`` with its status (replayed/discarded, by whom) from the audit trail."""
+        letter.status, letter.by = self._dispositions.get(letter.ref, ("new", ""))
+        return letter
+
     def _dead_letter(self, letter: DeadLetter) -> None:
-        status, by = self._dispositions.get(letter.ref, ("new", ""))
-        letter.status, letter.by = status, by
-        self.dlq[letter.ref] = letter
+        self.dlq[self.dispose(letter).ref] = letter
         while len(self.dlq) > MAX_DLQ:
             self.dlq.popitem(last=False)
+            self.complete["dlq"] = False
 
     def _audit(self, doc: dict[str, Any]) -> None:
         self.audit.appendleft(doc)
@@ -167,6 +177,7 @@ class FleetState:
             self.commands[cid] = entry
             while len(self.commands) > MAX_COMMANDS:
                 self.commands.popitem(last=False)
+                self.complete["status"] = False
         if kind == "replies":
             entry["replies"].append({k: v for k, v in doc.items() if k != "command_id"})
             entry.setdefault("device_id", key)
@@ -198,6 +209,19 @@ class FleetState:
                 [at, v] for at, m in seen.points for v in [_first_number(m)] if v is not None
             ],
         }
+
+
+def dead_letter(
+    partition: int,
+    offset: int,
+    *,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Any,
+    timestamp: int,
+) -> DeadLetter:
+    name = key.decode("utf-8", "replace") if key is not None else None
+    return DeadLetter(partition, offset, name, value or b"", _headers(headers), timestamp)
 
 
 def _first_number(metrics: dict[str, Any]) -> float | None:

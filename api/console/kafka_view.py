@@ -7,7 +7,8 @@ import base64
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -25,6 +26,34 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 class KafkaDownError(Exception):
     """Kafka did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """One record as read, for the callers' own parsing."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Any
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What a backward scan found: the matching records (newest first) and how far it read."""
+
+    matched: list[Raw]
+    scanned: int
+    complete: bool  # the whole asked range was read
+    oldest_ms: int | None  # timestamp of the oldest record read
+
+
+# A backward scan reads at most this many records in one request (bounded answer time).
+SCAN_MAX_RECORDS = 60_000
+SCAN_CHUNK = 2_000  # records per partition and round
+SCAN_BUDGET_S = 10.0
 
 
 def _pretty(value: bytes | None) -> tuple[str, bool]:
@@ -202,6 +231,124 @@ class KafkaView:
             return records[:limit]
         finally:
             reader.close()
+
+    def _range(
+        self,
+        reader: Consumer,
+        topic: str,
+        parts: list[int],
+        since_ms: int | None,
+        until_ms: int | None,
+    ) -> dict[int, tuple[int, int]]:
+        """Per partition the offsets [lo, hi) holding records of [since_ms, until_ms]."""
+        out: dict[int, tuple[int, int]] = {}
+        marks = {
+            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout_s)
+            for p in parts
+        }
+
+        def at(ms: int | None, default: str) -> dict[int, int]:
+            if ms is None:
+                return {p: marks[p][0 if default == "low" else 1] for p in parts}
+            found = reader.offsets_for_times(
+                [TopicPartition(topic, p, ms) for p in parts], timeout=self.timeout_s
+            )
+            return {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1]
+                    for tp in found}  # fmt: skip
+
+        los, his = at(since_ms, "low"), at(None if until_ms is None else until_ms + 1, "high")
+        for p in parts:
+            low, high = marks[p]
+            lo, hi = max(low, los[p]), min(high, his[p])
+            if lo < hi:
+                out[p] = (lo, hi)
+        return out
+
+    def scan_back(
+        self,
+        topic: str,
+        match: Callable[[Raw], bool],
+        enough: Callable[[list[Raw]], bool],
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        max_records: int = SCAN_MAX_RECORDS,
+        chunk: int = SCAN_CHUNK,
+        budget_s: float = SCAN_BUDGET_S,
+    ) -> Scan:
+        """Read ``topic`` from its end backwards (``chunk`` records per partition a round),
+        within [since_ms, until_ms] (found with offsets_for_times), keeping the records
+        ``match`` accepts, until ``enough`` says so or ``max_records``/``budget_s`` run out."""
+        meta = self._meta().topics.get(topic)
+        if meta is None or meta.error is not None:
+            return Scan([], 0, True, None)  # not created yet: nothing to find
+        reader = Consumer(
+            {"bootstrap.servers": self.bootstrap,
+             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
+             "enable.auto.commit": False, "enable.partition.eof": True}
+        )  # fmt: skip
+        matched: list[Raw] = []
+        scanned, oldest = 0, None
+        deadline = time.monotonic() + budget_s
+        try:
+            todo = self._range(reader, topic, sorted(meta.partitions), since_ms, until_ms)
+            while todo and scanned < max_records and time.monotonic() < deadline:
+                rounds = {p: (max(lo, hi - chunk), hi) for p, (lo, hi) in todo.items()}
+                found = self._read_chunks(reader, topic, rounds, deadline)
+                scanned += len(found)
+                for raw in found:
+                    oldest = raw.timestamp if oldest is None else min(oldest, raw.timestamp)
+                matched += [r for r in found if match(r)]
+                matched.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
+                todo = {p: (lo, rounds[p][0]) for p, (lo, _) in todo.items()
+                        if lo < rounds[p][0]}  # fmt: skip
+                if enough(matched):
+                    break
+            return Scan(matched, scanned, not todo, oldest)
+        finally:
+            reader.close()
+
+    def _read_chunks(
+        self, reader: Consumer, topic: str, rounds: dict[int, tuple[int, int]], deadline: float
+    ) -> list[Raw]:
+        """Every record of each partition's [start, end) (compacted topics have holes: a
+        record at or past ``end``, or the partition's end, closes it)."""
+        reader.assign([TopicPartition(topic, p, start) for p, (start, _) in rounds.items()])
+        done: set[int] = set()
+        out: list[Raw] = []
+        while len(done) < len(rounds) and time.monotonic() < deadline:
+            for msg in reader.consume(1000, 0.5):
+                p = msg.partition() or 0
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        done.add(p)
+                    continue
+                offset = msg.offset() or 0
+                end = rounds[p][1]
+                if offset < end and p not in done:
+                    out.append(Raw(p, offset, msg.key(), msg.value(), msg.headers(),
+                                   msg.timestamp()[1]))  # fmt: skip
+                if offset + 1 >= end:
+                    done.add(p)
+        reader.unassign()
+        return out
+
+    def read_one(self, topic: str, partition: int, offset: int) -> Raw | None:
+        """The record at ``offset`` of ``topic``/``partition`` (None: not there any more)."""
+        reader = Consumer(
+            {"bootstrap.servers": self.bootstrap,
+             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
+             "enable.auto.commit": False, "enable.partition.eof": True}
+        )  # fmt: skip
+        try:
+            found = self._read_chunks(
+                reader, topic, {partition: (offset, offset + 1)},
+                time.monotonic() + self.timeout_s,
+            )  # fmt: skip
+        finally:
+            reader.close()
+        return next((r for r in found if r.offset == offset), None)
 
     def produce(
         self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]]

@@ -48,6 +48,17 @@ def total(metrics: Metrics, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in metrics.items() if n == name and want <= set(ls))
 
 
+def by_labels(metrics: Metrics, name: str, *labels: str) -> dict[tuple[str, ...], float]:
+    """Sums of ``name`` by the values of ``labels``."""
+    out: dict[tuple[str, ...], float] = {}
+    for (n, ls), v in metrics.items():
+        if n == name:
+            found = dict(ls)
+            key = tuple(found.get(label, "") for label in labels)
+            out[key] = out.get(key, 0.0) + v
+    return out
+
+
 def by_label(metrics: Metrics, name: str, label: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for (n, ls), v in metrics.items():
@@ -72,8 +83,34 @@ def _rate(now: float, before: float, seconds: float) -> float:
     return (now - before) / seconds
 
 
+def is_bridge(service: str) -> bool:
+    """``bridge``, or ``bridge-N`` of `iot-stack up --bridges N`."""
+    return service == "bridge" or service.startswith("bridge-")
+
+
 def _bridge(sample: Sample) -> Metrics:
-    return dict(sample.metrics.get("bridge", {}))
+    """Every bridge instance's metrics added up (the instances share the MQTT traffic)."""
+    out: Metrics = {}
+    for name, metrics in sample.metrics.items():
+        if is_bridge(name):
+            for key, value in metrics.items():
+                out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _tenants(b: Metrics, pb: Metrics, dt: float) -> dict[str, dict[str, Any]]:
+    """Per tenant: messages/s in at the bridges and dead letters/s by code."""
+    got = by_labels(b, "iot_bridge_tenant_received", "tenant")
+    old = by_labels(pb, "iot_bridge_tenant_received", "tenant")
+    dlq = by_labels(b, "iot_bridge_tenant_dlq", "tenant", "code")
+    old_dlq = by_labels(pb, "iot_bridge_tenant_dlq", "tenant", "code")
+    out: dict[str, dict[str, Any]] = {}
+    for (tenant,), v in sorted(got.items()):
+        out[tenant] = {"in": _rate(v, old.get((tenant,), 0.0), dt), "dlq": {}}
+    for (tenant, code), v in sorted(dlq.items()):
+        entry = out.setdefault(tenant, {"in": 0.0, "dlq": {}})
+        entry["dlq"][code] = _rate(v, old_dlq.get((tenant, code), 0.0), dt)
+    return out
 
 
 def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
@@ -86,7 +123,7 @@ def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
     dlq = by_label(b, "iot_bridge_dlq", "code")
     out: dict[str, Any] = {"at": cur.at, "up": dict(cur.up)}
     if prev is None:
-        out |= {"mqtt_in": 0.0, "http_in": 0.0, "kafka_out": 0.0, "dlq": {}}
+        out |= {"mqtt_in": 0.0, "http_in": 0.0, "kafka_out": 0.0, "dlq": {}, "tenants": None}
     else:
         old_dlq = by_label(pb, "iot_bridge_dlq", "code")
         out |= {
@@ -94,6 +131,7 @@ def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
             "http_in": _rate(cur.http_in, prev.http_in, dt),
             "kafka_out": _rate(produced, total(pb, "iot_bridge_produced"), dt),
             "dlq": {c: _rate(v, old_dlq.get(c, 0.0), dt) for c, v in sorted(dlq.items())},
+            "tenants": _tenants(b, pb, dt),
         }
     acked = total(b, "iot_bridge_acked")
     out["bridge_pending"] = max(0.0, received - produced - sum(dlq.values())) if b else None
@@ -132,3 +170,16 @@ class History:
 
     def points(self) -> list[dict[str, Any]]:
         return list(self._points)
+
+    def tenant_rates(self, last: int = 5) -> dict[str, dict[str, Any]]:
+        """Per tenant, the mean of the last ``last`` points' rates (one pair of samples is
+        noisy): {tenant: {"in": msgs/s, "dlq": {code: msgs/s}}}."""
+        recent = [p for p in self._points if p.get("tenants") is not None][-last:]
+        out: dict[str, dict[str, Any]] = {}
+        for p in recent:
+            for tenant, r in (p.get("tenants") or {}).items():
+                entry = out.setdefault(tenant, {"in": 0.0, "dlq": {}})
+                entry["in"] += r["in"] / len(recent)
+                for code, v in r["dlq"].items():
+                    entry["dlq"][code] = entry["dlq"].get(code, 0.0) + v / len(recent)
+        return out

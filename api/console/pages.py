@@ -14,16 +14,20 @@ from aiohttp import web
 from api.console import roles
 from api.console.analytics import read_table
 from api.console.context import CONSOLE_KEY, json_response, problem, session_of
-from api.console.fleet import letter_view
+from api.console.fleet import DeadLetter, FleetState, dead_letter, letter_view
+from api.console.kafka_view import Raw, Scan
 from api.console.operators import device_json
 from api.console.replay import Refused, plan_replay
 from bridge.commands.client import command_record, new_command_id
 from bridge.commands.model import parse_target
+from bridge.mapping import ErrorCode
 from registry.errors import RegistryError
 from registry.model import Quotas
 from registry.topics import device_username
 
 PAGE_SIZES = (25, 50, 100, 200)
+DLQ_TOPIC = "iot.dlq"
+STATUS_TOPIC = "iot.command-status"
 
 
 def _need(request: web.Request, capability: str) -> Any:
@@ -57,12 +61,32 @@ def _now_ms() -> int:
 # --- overview ------------------------------------------------------------------------------
 
 
+def scoped(latest: dict[str, Any], tenant: str | None) -> dict[str, Any]:
+    """A sample as a tenant-scoped operator may see it: its own tenant's rates and sites."""
+    if tenant is None:
+        return latest
+    out = dict(latest)
+    if isinstance(out.get("point"), dict):
+        point = dict(out["point"])
+        point["tenants"] = {k: v for k, v in (point.get("tenants") or {}).items() if k == tenant}
+        out["point"] = point
+    if "tenants" in out:
+        out["tenants"] = {k: v for k, v in (out["tenants"] or {}).items() if k == tenant}
+    if isinstance(out.get("sites"), list):
+        out["sites"] = [s for s in out["sites"] if s.get("tenant") == tenant]
+    return out
+
+
 async def overview(request: web.Request) -> web.Response:
-    _need(request, roles.VIEW_FLEET)
+    session = _need(request, roles.VIEW_FLEET)
     console = request.app[CONSOLE_KEY]
+    tenant = session.actor.tenant
     return json_response(
-        {"history": console.sampler.history.points(), "latest": console.sampler.latest,
-         "services": list(console.cfg.services())}
+        {"history": [scoped({"point": p}, tenant)["point"]
+                     for p in console.sampler.history.points()],
+         "latest": scoped(console.sampler.latest, tenant),
+         "services": list(console.cfg.services()),
+         "sites_watched": console.sites is not None}
     )  # fmt: skip
 
 
@@ -186,23 +210,84 @@ def _visible_keys(console: Any, actor: Any) -> set[str] | None:
     return {device_username(d.tenant, d.id) for d in found}
 
 
+def _command_rows(
+    entries: Any, keys: set[str] | None, target: str | None, state: str | None
+) -> list[dict[str, Any]]:
+    return [
+        c for c in entries
+        if (keys is None or c.get("device_id") in keys)
+        and (target is None or target in str(c.get("device_id", "")))
+        and (state is None or c.get("state") == state)
+        and (c.get("states") or c.get("replies"))
+    ]  # fmt: skip
+
+
+def _commands_of(found: list[Raw], memory: FleetState) -> list[dict[str, Any]]:
+    """Command entries (newest first) rebuilt from status records a scan found, with the
+    replies the console has in memory."""
+    state = FleetState()
+    for r in sorted(found, key=lambda r: (r.timestamp, r.partition, r.offset)):
+        state.apply("status", partition=r.partition, offset=r.offset, key=r.key, value=r.value,
+                    headers=r.headers, timestamp=r.timestamp)  # fmt: skip
+    out = []
+    for cid, entry in reversed(state.commands.items()):
+        known = memory.commands.get(cid)
+        out.append(entry | {"replies": list(known["replies"]) if known else []})
+    return out
+
+
+def _scan_note(scan: Scan | None, topic: str) -> dict[str, Any]:
+    if scan is None:
+        return {"source": "memory", "scanned": 0, "complete": True, "oldest": None}
+    return {"source": f"kafka:{topic}", "scanned": scan.scanned, "complete": scan.complete,
+            "oldest": scan.oldest_ms}  # fmt: skip
+
+
 async def commands(request: web.Request) -> web.Response:
+    """Command history: from memory when it holds the answer (the whole topic, or enough
+    matches among the newest), else read back through ``iot.command-status`` (bounded)."""
     session = _need(request, roles.VIEW_FLEET)
     console = request.app[CONSOLE_KEY]
     q = request.query
     keys = await asyncio.to_thread(_visible_keys, console, session.actor)
     target, state = q.get("target") or None, q.get("state") or None
+    since = int(q["since"]) if q.get("since", "").isdigit() else None
+    until = int(q["until"]) if q.get("until", "").isdigit() else None
     limit = _int(q.get("limit"), 100, 1, 1000)
+    fleet = console.fleet
     with console.tailer.lock:
-        rows = [
-            c for c in reversed(console.fleet.commands.values())
-            if (keys is None or c.get("device_id") in keys)
-            and (target is None or target in str(c.get("device_id", "")))
-            and (state is None or c.get("state") == state)
-            and (c.get("states") or c.get("replies"))
-        ][:limit]  # fmt: skip
-        rows = orjson.loads(orjson.dumps(rows))  # a copy: the tailer keeps changing them
-    return json_response({"rows": rows})
+        rows = _command_rows(reversed(fleet.commands.values()), keys, target, state)
+        rows = [c for c in rows if (since is None or c.get("at", 0) >= since)
+                and (until is None or c.get("at", 0) <= until)]  # fmt: skip
+        rows = orjson.loads(orjson.dumps(rows[:limit]))  # a copy: the tailer changes them
+        whole = fleet.complete.get("status", False)
+    scan = None
+    if not whole and len(rows) < limit:
+
+        def match(r: Raw) -> bool:
+            doc = _loads(r.value)
+            dev = str(doc.get("device_id") or "") if isinstance(doc, dict) else ""
+            return (keys is None or dev in keys) and (target is None or target in dev)
+
+        def enough(found: list[Raw]) -> bool:
+            with console.tailer.lock:
+                built = _commands_of(found, fleet)
+            return len(_command_rows(built, keys, None, state)) >= limit
+
+        scan = await asyncio.to_thread(
+            console.kafka.scan_back, STATUS_TOPIC, match, enough, since_ms=since, until_ms=until
+        )
+        with console.tailer.lock:
+            built = _commands_of(scan.matched, fleet)
+        rows = _command_rows(built, keys, None, state)[:limit]
+    return json_response({"rows": rows} | _scan_note(scan, STATUS_TOPIC))
+
+
+def _loads(value: bytes | None) -> Any:
+    try:
+        return orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
 
 
 async def command(request: web.Request) -> web.Response:
@@ -291,6 +376,8 @@ async def records(request: web.Request) -> web.Response:
 
 
 async def dead_letters(request: web.Request) -> web.Response:
+    """Dead letters by code, device, time, status: from memory when it holds the answer,
+    else read back through ``iot.dlq`` (bounded; a time filter starts at its offsets)."""
     _need(request, roles.VIEW_KAFKA)
     console = request.app[CONSOLE_KEY]
     q = request.query
@@ -298,28 +385,83 @@ async def dead_letters(request: web.Request) -> web.Response:
     since = int(q["since"]) if q.get("since", "").isdigit() else None
     until = int(q["until"]) if q.get("until", "").isdigit() else None
     limit = _int(q.get("limit"), 100, 1, 1000)
+
+    def keep(v: dict[str, Any]) -> bool:
+        return (
+            (code is None or v["code"] == code)
+            and (dev is None or dev in str(v["device"] or ""))
+            and (status is None or v["status"] == status)
+            and (since is None or v["received_at"] >= since)
+            and (until is None or v["received_at"] <= until)
+        )
+
+    fleet = console.fleet
     with console.tailer.lock:
-        views = [letter_view(x) for x in reversed(console.fleet.dlq.values())]
-    counts: dict[str, int] = {}
+        views = [letter_view(x) for x in reversed(fleet.dlq.values())]
+        whole = fleet.complete.get("dlq", False)
+    counts = dict.fromkeys(sorted(e.value for e in ErrorCode), 0)
     for v in views:
         counts[v["code"]] = counts.get(v["code"], 0) + 1
-    rows = [
-        v for v in views
-        if (code is None or v["code"] == code)
-        and (dev is None or dev in str(v["device"] or ""))
-        and (status is None or v["status"] == status)
-        and (since is None or v["received_at"] >= since)
-        and (until is None or v["received_at"] <= until)
-    ]  # fmt: skip
-    return json_response({"total": len(rows), "rows": rows[:limit], "codes": counts})
+    rows = [v for v in views if keep(v)]
+    scan = None
+    if not whole and len(rows) < limit:
+
+        def letter(r: Raw) -> DeadLetter:
+            found = dead_letter(
+                r.partition,
+                r.offset,
+                key=r.key,
+                value=r.value,
+                headers=r.headers,
+                timestamp=r.timestamp,
+            )
+            with console.tailer.lock:
+                return fleet.dispose(found)
+
+        def match(r: Raw) -> bool:
+            return keep(letter_view(letter(r)))
+
+        # record times ~ received_at (the bridge writes at once): widen by a minute
+        scan = await asyncio.to_thread(
+            console.kafka.scan_back, DLQ_TOPIC, match, lambda found: len(found) >= limit,
+            since_ms=None if since is None else since - 60_000,
+            until_ms=None if until is None else until + 60_000,
+        )  # fmt: skip
+        rows = [letter_view(letter(r)) for r in scan.matched]
+    return json_response(
+        {"total": len(rows), "rows": rows[:limit], "codes": counts} | _scan_note(scan, DLQ_TOPIC)
+    )
+
+
+async def _letter(console: Any, ref: str) -> DeadLetter | None:
+    """A dead letter by ref (``partition-offset``): from memory, else read from Kafka."""
+    with console.tailer.lock:
+        found: DeadLetter | None = console.fleet.dlq.get(ref)
+    if found is not None:
+        return found
+    partition, _, offset = ref.partition("-")
+    if not (partition.isdigit() and offset.isdigit()):
+        return None
+    raw = await asyncio.to_thread(console.kafka.read_one, DLQ_TOPIC, int(partition), int(offset))
+    if raw is None:
+        return None
+    letter = dead_letter(
+        raw.partition,
+        raw.offset,
+        key=raw.key,
+        value=raw.value,
+        headers=raw.headers,
+        timestamp=raw.timestamp,
+    )
+    with console.tailer.lock:
+        return console.fleet.dispose(letter)
 
 
 async def dead_letter_action(request: web.Request) -> web.Response:
     session = _need(request, roles.REPLAY_DLQ)
     console = request.app[CONSOLE_KEY]
     ref, action = request.match_info["ref"], request.match_info["action"]
-    with console.tailer.lock:
-        letter = console.fleet.dlq.get(ref)
+    letter = await _letter(console, ref)
     if letter is None:
         return problem(404, f"no dead letter {ref}")
     if action == "discard":
@@ -386,6 +528,7 @@ async def tenants(request: web.Request) -> web.Response:
         ]  # fmt: skip
 
     found = await console.operators.aread(session.actor, gather)
+    rates = console.sampler.history.tenant_rates()
     now = _now_ms()
     with console.tailer.lock:
         for t in found:
@@ -393,8 +536,15 @@ async def tenants(request: web.Request) -> web.Response:
             seen = [console.fleet.devices.get(k) for k in keys]
             t["device_count"] = len(keys)
             t["online"] = sum(1 for s in seen if s is not None and s.online)
-            t["msgs_per_s"] = round(sum(s.rate(now) for s in seen if s is not None), 2)
-    return json_response({"tenants": found})
+            t["telemetry_per_s"] = round(sum(s.rate(now) for s in seen if s is not None), 2)
+    for t in found:
+        r = rates.get(t["id"], {"in": 0.0, "dlq": {}})
+        quota = t["quotas"].get("msgs_per_s")
+        t["msgs_per_s"] = round(r["in"], 2)  # at the bridges, every channel
+        t["dlq_per_s"] = {c: round(v, 2) for c, v in r["dlq"].items() if v > 0}
+        t["over_quota_per_s"] = round(r["dlq"].get("quota_exceeded", 0.0), 2)
+        t["quota_use"] = round(r["in"] / quota, 3) if quota else None
+    return json_response({"tenants": found, "rates_from": "bridge"})
 
 
 async def set_quotas(request: web.Request) -> web.Response:

@@ -26,13 +26,16 @@ class Sampler:
         kafka: KafkaView,
         tailer: Tailer,
         period_s: float,
+        *,
         http_in: Callable[[], float] = lambda: 0.0,
+        sites: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.services = dict(services)
         self.kafka = kafka
         self.tailer = tailer
         self.period_s = period_s
         self.http_in = http_in
+        self.sites = sites
         self.history = History()
         self.groups: list[dict[str, Any]] = []
         self.kafka_error = ""
@@ -88,6 +91,9 @@ class Sampler:
             "groups": [{"group": g["group"], "total_lag": g["total_lag"], "state": g["state"]}
                        for g in self.groups],
         }  # fmt: skip
+        if self.sites is not None:
+            found = self.sites()
+            self.latest |= {"sites": found["sites"], "sites_error": found["error"]}
         async with self._changed:
             self._changed.notify_all()
         return self.latest

@@ -62,11 +62,16 @@ class Tailer:
                 continue
             kinds[topic] = kind
             back = BACKLOG.get(kind)
+            whole = True
             for p in t.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
                 start = low if back is None else max(low, high - back)
+                if (topic, p) not in self._next:  # first read: from its start or not
+                    whole = whole and start <= low
                 start = max(self._next.get((topic, p), start), low)
                 assignment.append(TopicPartition(topic, p, start))
+            with self.lock:  # a resumed topic keeps what eviction already said
+                self.state.complete[kind] = whole and self.state.complete.get(kind, True)
         consumer.assign(assignment)
         return kinds
 

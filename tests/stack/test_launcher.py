@@ -199,6 +199,13 @@ def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
     assert "bridge=http://127.0.0.1:19100," in env["IOT_CONSOLE_SERVICES"]
     assert env["IOT_CONSOLE_SERVICES"].endswith("analytics=http://127.0.0.1:19102")
     assert env["IOT_CONSOLE_WAREHOUSE"] == str(tmp_path / "warehouse")
+    assert env["IOT_CONSOLE_SITES_PASSWORD_FILE"] == str(tmp_path / "secrets/bridge.secret")
+    # --bridges 3: the console watches (and adds up) every instance
+    three = _stack(tmp_path, api_console=True, bridges=3, bridge_http_port=19100).api().env
+    assert three["IOT_CONSOLE_SERVICES"].startswith(
+        "bridge-1=http://127.0.0.1:19100,bridge-2=http://127.0.0.1:19110,"
+        "bridge-3=http://127.0.0.1:19120,commands="
+    )
     # anonymous Mosquitto: no admin client to log in as
     anonymous = _stack(tmp_path, api_console=True, insecure_anonymous=True).api().env
     assert "IOT_CONSOLE_ADMIN_PASSWORD_FILE" not in anonymous

@@ -158,8 +158,10 @@
     const services = h("div", { id: "services" });
     const charts = h("div", { class: "grid2", id: "charts" });
     const lag = h("div", { id: "lag" });
+    const sites = h("div", { id: "sites" });
     box.append(h("h1", {}, "Overview"), h("p", { class: "muted", id: "live-note" }, "Live: updates every few seconds."),
-      h("h2", {}, "Services"), services, h("h2", {}, "Flow"), cards, charts, h("h2", {}, "Consumer lag"), lag);
+      h("h2", {}, "Services"), services, h("h2", {}, "Edge sites"), sites, h("h2", {}, "Flow"), cards, charts,
+      h("h2", {}, "Consumer lag"), lag);
     function draw(latest) {
       const p = points.length ? points[points.length - 1] : {};
       const up = p.up || {};
@@ -189,6 +191,14 @@
       if (kafka.up === false) lag.replaceChildren(h("div", { class: "error-state", role: "alert" }, "Kafka is down: " + (kafka.error || "no answer")));
       else lag.replaceChildren(table(["group", "state", "lag"], (l.groups || []).map((g) =>
         h("tr", {}, h("td", {}, g.group), h("td", {}, g.state), h("td", {}, g.total_lag))), "No consumer groups."));
+      if (!data.sites_watched) sites.replaceChildren(h("div", { class: "empty" }, "Edge sites are not watched (iot-api --console-sites-password-file)."));
+      else if (l.sites_error) sites.replaceChildren(h("div", { class: "error-state", role: "alert" }, "Edge sites not read: " + l.sites_error));
+      else sites.replaceChildren(table(["site", "tenant", "link", "last seen", "held messages"], (l.sites || []).map((x) =>
+        h("tr", { "data-site": `${x.tenant}/${x.site}`, "data-link": x.link },
+          h("td", {}, x.site), h("td", {}, x.tenant),
+          h("td", { class: x.link === "up" ? "up" : x.link === "down" ? "down" : "muted" }, x.link),
+          h("td", { class: "last-seen" }, x.last_seen_s === null ? "never" : `${num(x.last_seen_s, 0)} s ago`),
+          h("td", { class: "held" }, x.held_messages ?? "–"))), "No edge site has reported yet."));
     }
     draw(data.latest);
     const src = new EventSource("/console/api/stream");
@@ -292,6 +302,12 @@
   }
 
   // --- commands ----------------------------------------------------------------------------
+  function scanNote(r) {  // where a search looked: memory, or how far back through Kafka
+    if (r.source === "memory") return "";
+    const back = r.oldest ? h("span", {}, " back to ", when(r.oldest)) : "";
+    return h("span", {}, ` (searched ${r.scanned} records of ${r.source.replace("kafka:", "")}`, back,
+      r.complete ? ", all of the range)" : "; older ones not searched: narrow the filter or the time)");
+  }
   function commandTable(rows) {
     return table(["command", "target", "name", "state", "at", "reply"], rows.map((c) => h("tr", { "data-command": c.command_id },
       h("td", {}, h("code", {}, c.command_id.slice(0, 12))), h("td", {}, c.device_id || ""), h("td", {}, c.name || ""),
@@ -344,10 +360,11 @@
     hf.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
     box.append(watch, h("h2", {}, "History"), hf, hist);
     async function load() {
-      try { const r = await api("GET", `/commands?target=${encodeURIComponent(filterTarget.value)}&state=${filterState.value}`); hist.replaceChildren(commandTable(r.rows)); } catch (err) { hist.replaceChildren(errorState(err)); }
+      try { const r = await api("GET", `/commands?target=${encodeURIComponent(filterTarget.value)}&state=${filterState.value}`); hist.replaceChildren(h("p", { class: "muted", id: "hist-note" }, `${r.rows.length} commands`, scanNote(r)), commandTable(r.rows)); } catch (err) { hist.replaceChildren(errorState(err)); }
     }
     await load();
-    state.timers.push(setInterval(load, 3000));
+    // live while unfiltered; a filtered search may read back through Kafka: on demand only
+    state.timers.push(setInterval(() => { if (!filterTarget.value && !filterState.value) load(); }, 3000));
   }
 
   // --- topics ------------------------------------------------------------------------------
@@ -387,12 +404,14 @@
   async function deadLetters(box) {
     const code = h("select", { id: "dlq-code" }, h("option", { value: "" }, "any"));
     const dev = h("input", { id: "dlq-device" });
-    const since = h("input", { id: "dlq-since", type: "datetime-local" });
+    const since = h("input", { id: "dlq-since", type: "datetime-local", step: "1" });
+    const until = h("input", { id: "dlq-until", type: "datetime-local", step: "1" });
     const status = h("select", { id: "dlq-status" }, ["", "new", "replayed", "discarded"].map((v) => h("option", { value: v }, v || "any")));
     const list = h("div", { id: "dlq-list" });
     const detail = h("div", { id: "dlq-detail", "aria-live": "polite" });
     const form = h("form", { class: "row" }, h("label", { for: "dlq-code" }, "Error code", code), h("label", { for: "dlq-device" }, "Device", dev),
-      h("label", { for: "dlq-since" }, "Since (your zone)", since), h("label", { for: "dlq-status" }, "Status", status), h("button", { type: "submit" }, "Filter"));
+      h("label", { for: "dlq-since" }, "Since (your zone)", since), h("label", { for: "dlq-until" }, "Until (your zone)", until),
+      h("label", { for: "dlq-status" }, "Status", status), h("button", { type: "submit", id: "dlq-filter" }, "Filter"));
     form.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
     box.append(h("h1", {}, "Dead letters"), form, list, detail);
     function open(x) {
@@ -412,12 +431,13 @@
     async function load() {
       const p = new URLSearchParams({ code: code.value, device: dev.value, status: status.value });
       if (since.value) p.set("since", String(new Date(since.value).getTime()));
+      if (until.value) p.set("until", String(new Date(until.value).getTime() + 999));
       try {
         const r = await api("GET", `/dead-letters?${p}`);
         const keep = code.value;
-        code.replaceChildren(h("option", { value: "" }, "any"), Object.entries(r.codes).map(([c, n]) => h("option", { value: c }, `${c} (${n})`)));
+        code.replaceChildren(h("option", { value: "" }, "any"), ...Object.entries(r.codes).map(([c, n]) => h("option", { value: c }, `${c} (${n})`)));
         code.value = keep;
-        list.replaceChildren(h("p", { class: "muted" }, `${r.total} dead letters`), table(["received", "device", "code", "MQTT topic", "status", ""], r.rows.map((x) => h("tr", { "data-ref": x.ref, "data-code": x.code },
+        list.replaceChildren(h("p", { class: "muted", id: "dlq-count" }, `${r.total} dead letters`, scanNote(r)), table(["received", "device", "code", "MQTT topic", "status", ""], r.rows.map((x) => h("tr", { "data-ref": x.ref, "data-code": x.code },
           h("td", {}, when(x.received_at)), h("td", {}, x.device ?? ""), h("td", {}, x.code), h("td", {}, x.mqtt_topic),
           h("td", {}, x.status + (x.by ? ` by ${x.by}` : "")), h("td", {}, h("button", { type: "button", class: "secondary", onclick: () => open(x) }, "Open")))), "No dead letters match."));
       } catch (err) { list.replaceChildren(errorState(err)); }
@@ -445,9 +465,21 @@
   }
   async function tenants(box) {
     const d = await api("GET", "/tenants");
-    box.append(h("h1", {}, "Tenants"), table(["tenant", "state", "devices", "online", "msgs/s", "device quota", "msgs/s quota", "accounts"], d.tenants.map((t) => h("tr", { "data-tenant": t.id },
-      h("td", {}, t.id), h("td", {}, t.disabled ? "disabled" : "enabled"), h("td", {}, t.device_count), h("td", {}, t.online), h("td", {}, num(t.msgs_per_s, 2)),
-      h("td", {}, t.quotas.devices ?? "unlimited"), h("td", {}, t.quotas.msgs_per_s ?? "unlimited"), h("td", {}, t.accounts))), "No tenants."));
+    const pct = (x) => (x === null || x === undefined ? "no quota" : `${Math.round(x * 100)} %`);
+    const rows = () => d.tenants.map((t) => h("tr", { "data-tenant": t.id },
+      h("td", {}, t.id), h("td", {}, t.disabled ? "disabled" : "enabled"), h("td", {}, t.device_count), h("td", {}, t.online),
+      h("td", { class: "msgs-in" }, num(t.msgs_per_s, 2)),
+      h("td", { class: "over-quota" }, num(t.over_quota_per_s, 2)),
+      h("td", { class: "dlq-rate" }, Object.entries(t.dlq_per_s).map(([c, v]) => `${c} ${num(v, 2)}`).join(", ") || "0"),
+      h("td", {}, t.quotas.devices ?? "unlimited"), h("td", {}, t.quotas.msgs_per_s ?? "unlimited"),
+      h("td", { class: "quota-use" + (t.quota_use > 1 ? " down" : "") }, pct(t.quota_use)), h("td", {}, t.accounts)));
+    const list = h("div", { id: "tenant-list" });
+    const draw = () => list.replaceChildren(table(["tenant", "state", "devices", "online", "msgs/s in (bridges)", "over quota/s", "dead letters/s", "device quota", "msgs/s quota", "quota used", "accounts"], rows(), "No tenants."));
+    box.append(h("h1", {}, "Tenants"), h("p", { class: "muted" }, "Rates from the bridges' per-tenant counters, mean of the last samples; refreshed every few seconds."), list);
+    draw();
+    state.timers.push(setInterval(async () => {
+      try { Object.assign(d, await api("GET", "/tenants")); draw(); } catch (err) { list.replaceChildren(errorState(err)); }
+    }, 3000));
   }
 
   // --- start -------------------------------------------------------------------------------

@@ -33,6 +33,26 @@ class ConsoleStack:
     devices: dict[str, str]  # simulated device id -> secret
     accounts: dict[str, str] = field(default_factory=dict)  # operator -> secret
     registry_args: list[str] = field(default_factory=list)
+    api_args: list[str] = field(default_factory=list)  # iot-api's, less --api-port
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def start_api(stack: ConsoleStack, port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """Another `iot-api --console` on ``port`` beside the stack (stop it with stop_api)."""
+    api = subprocess.Popen(
+        [sys.executable, "-m", "api", "--api-port", str(port), *stack.api_args, *extra],
+        env=stack.env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    _wait_http(f"http://127.0.0.1:{port}/healthz", 60)
+    return api
+
+
+def stop_api(api: subprocess.Popen[bytes]) -> None:
+    api.terminate()
+    try:
+        api.wait(20)
+    except subprocess.TimeoutExpired:
+        api.kill()
 
 
 def _run(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> str:
@@ -83,7 +103,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
         ]  # fmt: skip
         stack = ConsoleStack(
             f"http://127.0.0.1:{api_port}", bootstrap, mqtt, data_dir,
-            json.loads((secrets / "devices.json").read_text()), registry_args=registry,
+            json.loads((secrets / "devices.json").read_text()), registry_args=registry, env=env,
         )  # fmt: skip
         _run("registry", [*registry, "tenant", "create", "acme"], env)
         _run("registry", [*registry, "device", "add", "--tenant", "acme", "acme-dev1"], env)
@@ -97,26 +117,20 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
             out = _run("registry", [*registry, "account", "create", name, "--role", role, *extra],
                        env)  # fmt: skip
             stack.accounts[name] = json.loads(out)["secret"]
-        log = (data_dir / "logs" / "api.log").open("wb")
-        api = subprocess.Popen(
-            [sys.executable, "-m", "api", "--registry-auth", "--api-port", str(api_port),
-             "--kafka-bootstrap", bootstrap, "--console", "--console-sample-s", "1",
-             "--console-services",
-             f"bridge=http://127.0.0.1:{bridge_http},commands=http://127.0.0.1:{commands_http}",
-             "--console-mqtt-port", str(mqtt),
-             "--console-admin-password-file", str(secrets / "registry-admin.secret"),
-             "--console-warehouse", str(data_dir / "warehouse")],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        _wait_http(stack.url + "/healthz", 60)
+        stack.api_args = [
+            "--registry-auth", "--kafka-bootstrap", bootstrap, "--console",
+            "--console-sample-s", "1", "--console-services",
+            f"bridge=http://127.0.0.1:{bridge_http},commands=http://127.0.0.1:{commands_http}",
+            "--console-mqtt-port", str(mqtt),
+            "--console-admin-password-file", str(secrets / "registry-admin.secret"),
+            "--console-sites-password-file", str(secrets / "bridge.secret"),
+            "--console-warehouse", str(data_dir / "warehouse"),
+        ]  # fmt: skip
+        api = start_api(stack, api_port, data_dir / "logs" / "api.log")
         yield stack
     finally:
         if api is not None:
-            api.terminate()
-            try:
-                api.wait(20)
-            except subprocess.TimeoutExpired:
-                api.kill()
+            stop_api(api)
         subprocess.run(
             [sys.executable, "-m", "stack.cli", "down", *args], env=env, timeout=180, check=False,
             capture_output=True,

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
+import api.console.fleet as fleet_mod
 from api.console.fleet import FleetState, letter_view
 
 Headers = list[tuple[str, bytes]] | None
@@ -58,3 +60,21 @@ def test_command_status_history_and_replies() -> None:
     assert entry["name"] == "reboot"
     assert entry["replies"] == [{"match": "matched", "status": "ok"}]
     assert state.final_counts == {"succeeded": 1}
+
+
+def test_eviction_marks_memory_incomplete_and_old_letters_get_their_audit_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fleet_mod, "MAX_DLQ", 2)  # a small window for the test
+    state = FleetState()
+    state.complete["dlq"] = True  # the tailer read the topic from its start
+    _apply(state, "audit", None, {"action": "dlq.discard", "ref": "0-0", "actor": "svc/op"})
+    for offset in range(2):
+        _apply(state, "dlq", "d1", None, offset, [("error", b"not_json")], raw=b"x")
+    assert state.complete["dlq"] is True
+    _apply(state, "dlq", "d1", None, 2, [("error", b"not_json")], raw=b"x")
+    assert state.complete["dlq"] is False  # 0-0 left memory: searches read Kafka
+    assert list(state.dlq) == ["0-1", "0-2"]
+    # a letter read back from Kafka gets the status the audit trail gave it
+    old = fleet_mod.dead_letter(0, 0, key=b"d1", value=b"x", headers=None, timestamp=1)
+    assert (state.dispose(old).status, old.by) == ("discarded", "svc/op")

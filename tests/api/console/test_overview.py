@@ -39,6 +39,36 @@ def test_rates_between_two_samples() -> None:
     assert p["commands"]["succeeded"] == 2.0
 
 
+TENANTS_1 = """iot_bridge_tenant_received_total{tenant="acme"} 10.0
+iot_bridge_tenant_received_total{tenant="default"} 100.0
+iot_bridge_tenant_dlq_total{tenant="acme",code="quota_exceeded"} 2.0
+"""
+TENANTS_2 = """iot_bridge_tenant_received_total{tenant="acme"} 30.0
+iot_bridge_tenant_received_total{tenant="default"} 104.0
+iot_bridge_tenant_dlq_total{tenant="acme",code="quota_exceeded"} 12.0
+"""
+
+
+def test_tenant_rates_add_up_every_bridge_instance() -> None:
+    def sample(at: float, text: str) -> Sample:
+        m = parse_prometheus(text)
+        # two instances sharing the traffic, and a service that is not a bridge
+        return Sample(at, {}, {"bridge-1": m, "bridge-2": m, "commands": m})
+
+    p = point(sample(10.0, TENANTS_1), sample(12.0, TENANTS_2))
+    assert p["tenants"] == {
+        "acme": {"in": 20.0, "dlq": {"quota_exceeded": 10.0}},  # 2 x (30 - 10) / 2 s
+        "default": {"in": 4.0, "dlq": {}},
+    }
+    history = History()
+    history.add(sample(10.0, TENANTS_1))  # the first point has no rates (0 for everyone)
+    history.add(sample(12.0, TENANTS_2))
+    assert history.tenant_rates(last=1)["acme"]["in"] == 20.0
+    history.add(sample(14.0, TENANTS_2))  # nothing new: 0 msgs/s
+    assert history.tenant_rates(last=5)["acme"]["in"] == 10.0  # the first point has no rates
+    assert history.tenant_rates(last=5)["acme"]["dlq"] == {"quota_exceeded": 5.0}
+
+
 def test_a_restarted_service_never_gives_negative_rates() -> None:
     first = Sample(10.0, {}, {"bridge": parse_prometheus(BRIDGE_2)})
     second = Sample(11.0, {}, {"bridge": parse_prometheus(BRIDGE_1)})
