@@ -35,5 +35,7 @@ def test_kill_9_of_the_central_mosquitto_loses_less_than_the_autosave_bound(
         assert run["acked"] == DEVICES * PER_DEVICE, run
         # what Mosquitto alone held when it died: more than the bound, or the test proves nothing
         assert 0 <= int(run["in_bridge"]) < int(run["acked"]) - BOUND, run
-    assert 0 <= int(killed["lost"]) < BOUND, killed
+    # Mosquitto counts changes once per pass of its event loop, after one packet from each ready
+    # connection: a pass may take the count past BOUND by one message per publishing device
+    assert 0 <= int(killed["lost"]) < BOUND + DEVICES, killed
     assert termed["lost"] == 0, termed

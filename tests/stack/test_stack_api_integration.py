@@ -101,8 +101,8 @@ def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) ->
     url = f"http://127.0.0.1:{ports.api_http}"
     bootstrap = ports.bootstrap
     started = time.monotonic()
-    up = _run("stack.cli", ["up", *args, "--partitions", "3", "--no-bridge", "--console"], env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run("stack.cli", ["up", *args, "--partitions", "3", "--no-bridge", "--console"], env)
         assert up.returncode == 0, up.stderr
         print(f"up with iot-api: {time.monotonic() - started:.1f} s")
         assert f"api        {url}" in up.stdout
@@ -171,10 +171,12 @@ def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
-    up = _run(
-        "stack.cli", ["up", *args, "--partitions", "1", "--no-bridge", "--insecure-anonymous"], env
-    )
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run(
+            "stack.cli",
+            ["up", *args, "--partitions", "1", "--no-bridge", "--insecure-anonymous"],
+            env,
+        )
         assert up.returncode == 0, up.stderr
         url = f"http://127.0.0.1:{api_http}"
         status, answer = _http(f"{url}/events/t.anon", b'[{"x": 1}]')

@@ -95,8 +95,8 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         "--admin-password-file", str(secrets / "registry-admin.secret"), "--json",
     ]  # fmt: skip
     start = time.monotonic()
-    up = _run("stack.cli", up_args, env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run("stack.cli", up_args, env)
         assert up.returncode == 0, up.stderr
         print(f"first up with 3 devices provisioned: {time.monotonic() - start:.1f} s")
         assert "WARNING" not in up.stderr

@@ -136,8 +136,8 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         "bridge": lambda: _http_ok(f"http://127.0.0.1:{ports.bridge_http}/readyz"),
         "commands": lambda: _http_ok(f"http://127.0.0.1:{ports.commands_http}/readyz"),
     }
-    up = _cli(["up", *args, "--commands-mode", "separate"], env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _cli(["up", *args, "--commands-mode", "separate"], env)
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
         assert list(status) == ["supervisor", "mosquitto", "kafka", "bridge", "commands", "api"]
@@ -242,12 +242,12 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
     }
     bootstrap = ports.bootstrap
     healthz = f"http://127.0.0.1:{analytics_http}/healthz"
-    up = _cli(
-        ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
-         "--device-rate", "2"],
-        env, timeout=400,
-    )  # fmt: skip
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _cli(
+            ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
+             "--device-rate", "2"],
+            env, timeout=400,
+        )  # fmt: skip
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
         assert list(status) == [
