@@ -54,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--api-port", type=int, help="iot-api's HTTP port (default 3904)")
     common.add_argument(
         "--mosquitto-autosave-changes", dest="mqtt_autosave_changes", type=int, metavar="N",
-        help="Mosquitto saves its store every N changes: a kill -9 loses fewer than N "
-        "acknowledged messages (default 1000; 0 = every IOT_MQTT_AUTOSAVE_INTERVAL s; env "
+        help="Mosquitto saves its store every N changes: a kill -9 loses about N "
+        "acknowledged messages at most (default 1000; 0 = every IOT_MQTT_AUTOSAVE_INTERVAL s; env "
         "IOT_MQTT_AUTOSAVE_CHANGES)",
     )  # fmt: skip
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")

@@ -99,8 +99,8 @@ class StackConfig:
     mqtt_autosave_changes: int = _setting(
         "IOT_MQTT_AUTOSAVE_CHANGES",
         MQTT_AUTOSAVE_CHANGES,
-        "Mosquitto saves its store after this many changes, so a kill -9 loses fewer than this "
-        "many acknowledged messages (docs/operations.md); 0 = every mqtt_autosave_interval s",
+        "Mosquitto saves its store after this many changes, so a kill -9 loses about this many "
+        "acknowledged messages at most (docs/operations.md); 0 = every mqtt_autosave_interval s",
     )
     mqtt_session_expiry: str = _setting(
         "IOT_MQTT_SESSION_EXPIRY", "14d", "drop persistent sessions unused this long"
