@@ -19,6 +19,9 @@ COMMANDS_MODES = ("separate", "inline", "off")
 MAX_BRIDGES = 16
 # bridge-i of `--bridges N` (N > 1) answers on bridge_http_port + 10 * (i - 1): 9100, 9110, ...
 BRIDGE_PORT_STEP = 10
+# Mosquitto's save every N changes bounds a kill -9's loss to < N acknowledged messages; the
+# figure is measured in docs/operations.md ("What survives what", bench/central_autosave.py).
+MQTT_AUTOSAVE_CHANGES = 1000
 
 
 def _env(name: str, default: Any, kind: type) -> Any:
@@ -89,7 +92,15 @@ class StackConfig:
     kafka_retention_hours: int = _setting("IOT_KAFKA_RETENTION_HOURS", 168, "topic retention")
     start_timeout: float = _setting("IOT_START_TIMEOUT", 90.0, "seconds to wait for each server")
     mqtt_autosave_interval: int = _setting(
-        "IOT_MQTT_AUTOSAVE_INTERVAL", 5, "seconds between Mosquitto persistence saves"
+        "IOT_MQTT_AUTOSAVE_INTERVAL",
+        5,
+        "seconds between Mosquitto persistence saves (only with mqtt_autosave_changes 0)",
+    )
+    mqtt_autosave_changes: int = _setting(
+        "IOT_MQTT_AUTOSAVE_CHANGES",
+        MQTT_AUTOSAVE_CHANGES,
+        "Mosquitto saves its store after this many changes, so a kill -9 loses about this many "
+        "acknowledged messages at most (docs/operations.md); 0 = every mqtt_autosave_interval s",
     )
     mqtt_session_expiry: str = _setting(
         "IOT_MQTT_SESSION_EXPIRY", "14d", "drop persistent sessions unused this long"
@@ -244,6 +255,8 @@ class StackConfig:
         self.kafka_layout  # noqa: B018 - raises on colliding ports or a wrong host count
         if self.partitions < 1:
             raise StackError(f"partitions must be >= 1, got {self.partitions}")
+        if self.mqtt_autosave_changes < 0 or self.mqtt_autosave_interval < 1:
+            raise StackError("need mqtt_autosave_changes >= 0 and mqtt_autosave_interval >= 1")
         self._check_spark()
         if not 0 < self.restart_backoff_initial <= self.restart_backoff_max:
             raise StackError("need 0 < restart_backoff_initial <= restart_backoff_max")

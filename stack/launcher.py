@@ -419,13 +419,15 @@ class Stack:
                     progress(f"{name} ready")
                 if name == "kafka" or (name == "mosquitto" and self.config.external_kafka):
                     self._after_kafka(progress)
-        except (StackError, OSError) as exc:
-            # Leave nothing half-started behind: stop what this call started, newest first.
+        except BaseException as exc:
+            # Leave nothing half-started behind: stop what this call started, newest first,
+            # also on a Kafka client error or a Ctrl-C (the servers run in sessions of their
+            # own: nothing else would stop them).
             for _name, service in reversed(started):
                 service.stop()
-            if isinstance(exc, StackError):
-                raise
-            raise StackError(str(exc)) from exc
+            if isinstance(exc, OSError):
+                raise StackError(str(exc)) from exc
+            raise
         self._write_endpoints()
         return [name for name, _ in started]
 

@@ -132,7 +132,9 @@ class MosquittoServer:
             bind_host=cfg.bind_host,
             auth=self._auth_lines(),
             data_dir=self.home,
-            autosave_interval=cfg.mqtt_autosave_interval,
+            # on changes: the interval counts changes, no longer seconds (one or the other)
+            autosave_on_changes="true" if cfg.mqtt_autosave_changes else "false",
+            autosave_interval=cfg.mqtt_autosave_changes or cfg.mqtt_autosave_interval,
             session_expiry=cfg.mqtt_session_expiry,
             max_inflight=cfg.mqtt_max_inflight,
             max_queued_messages=cfg.mqtt_max_queued_messages,

@@ -25,6 +25,7 @@ from hypothesis import settings
 from stack.config import StackConfig
 from stack.launcher import Stack
 from stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
+from tests.plugins.server_reaper import reaper
 
 pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
 
@@ -100,11 +101,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
             yield endpoints
         return
     local = Stack(local_stack_config(tmp_path_factory.mktemp("stack")))
-    local.up()
-    try:
-        yield Endpoints(local.mqtt_host, local.mqtt_port, local.kafka_bootstrap)
-    finally:
-        local.down()
+    with reaper(local.config.run_dir):
+        try:
+            local.up()
+            yield Endpoints(local.mqtt_host, local.mqtt_port, local.kafka_bootstrap)
+        finally:
+            local.down()
 
 
 @pytest.fixture
@@ -117,12 +119,14 @@ def local_stack_factory(
     def make(partitions: int = 12) -> Stack:
         local = Stack(local_stack_config(tmp_path_factory.mktemp("local-stack"), partitions))
         made.append(local)
+        reapers.enter_context(reaper(local.config.run_dir))
         local.up()
         return local
 
-    yield make
-    for local in made:
-        local.down()
+    with contextlib.ExitStack() as reapers:
+        yield make
+        for local in made:
+            local.down()
 
 
 @pytest.fixture
@@ -141,12 +145,14 @@ def local_cluster_factory(
         # a node's restart took 65 s under a load average of 50 (other tests' JVMs)
         local = Stack(config.with_changes(**({"start_timeout": 180.0} | changes)))
         made.append(local)
+        reapers.enter_context(reaper(local.config.run_dir))
         local.up()
         return local
 
-    yield make
-    for local in made:
-        local.down()
+    with contextlib.ExitStack() as reapers:
+        yield make
+        for local in made:
+            local.down()
 
 
 @pytest.fixture

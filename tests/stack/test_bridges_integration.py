@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.stack.stack_ports import StackPorts
+
 pytestmark = pytest.mark.integration
 
 DEVICES = 40
@@ -93,16 +95,12 @@ def _pid(line: str) -> int | None:
 def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[str, float]]:
     """`up --bridges 2`, the simulator at QoS 1 (optionally `kill -9` of bridge-2 mid-run),
     then the verifier's report and each bridge's acknowledged count; `down` at the end."""
-    mqtt, kafka, controller, commands_http, bridge_http = _ports(5, 10)
-    data_dir = (tmp_path / "var").resolve()
-    args = [
-        "--data-dir", str(data_dir),
-        "--mqtt-port", str(mqtt),
-        "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller),
-        "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-    ]  # fmt: skip
+    # bridge-2's port (bridge_http + 10) must be free too, hence ports of its own
+    mqtt, kafka, controller, commands_http, api_http, bridge_http = _ports(6, 10)
+    stack = StackPorts(
+        (tmp_path / "var").resolve(), mqtt, kafka, controller, bridge_http, commands_http, api_http
+    )
+    args = stack.args
     env = dict(os.environ) | {
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "180",
@@ -112,11 +110,11 @@ def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[st
     }
     sim_env = env | {
         "IOT_MQTT_HOST": "127.0.0.1",
-        "IOT_MQTT_PORT": str(mqtt),
-        "IOT_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka}",
+        "IOT_MQTT_PORT": str(stack.mqtt),
+        "IOT_KAFKA_BOOTSTRAP": stack.bootstrap,
     }
     runs = str(tmp_path / "sim-runs")
-    ports = {"bridge-1": bridge_http, "bridge-2": bridge_http + 10}
+    ports = {"bridge-1": stack.bridge_http, "bridge-2": stack.bridge_http + 10}
     try:
         _cli("stack.cli", ["up", *args, "--bridges", "2", "--commands-mode", "off", "--no-api",
                            "--partitions", "6"], env)  # fmt: skip

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stack.config import StackConfig
+import pytest
+
+from stack.config import MQTT_AUTOSAVE_CHANGES, StackConfig
+from stack.errors import StackError
 from stack.kafka_server import KafkaServer
 from stack.mosquitto_server import MosquittoServer
 
@@ -153,3 +156,20 @@ def test_cluster_nodes_get_a_smaller_heap_by_default(tmp_path: Path) -> None:
     assert StackConfig(data_dir=tmp_path).kafka_heap_size == "768m"
     assert StackConfig(data_dir=tmp_path, kafka_nodes=3).kafka_heap_size == "384m"
     assert StackConfig(data_dir=tmp_path, kafka_nodes=3, kafka_heap="1g").kafka_heap_size == "1g"
+
+
+def test_mosquitto_saves_every_n_changes_by_default_or_every_n_seconds(tmp_path: Path) -> None:
+    def lines(changes: int = MQTT_AUTOSAVE_CHANGES, seconds: int = 5) -> list[str]:
+        cfg = StackConfig(
+            data_dir=tmp_path, mqtt_autosave_changes=changes, mqtt_autosave_interval=seconds
+        )
+        return MosquittoServer(cfg).render_config().read_text().splitlines()
+
+    default = MosquittoServer(StackConfig(data_dir=tmp_path)).render_config().read_text()
+    assert "autosave_on_changes true" in default.splitlines()
+    assert f"autosave_interval {MQTT_AUTOSAVE_CHANGES}" in default.splitlines()
+    assert {"autosave_on_changes true", "autosave_interval 200"} <= set(lines(200))
+    seconds = lines(0, 7)
+    assert {"autosave_on_changes false", "autosave_interval 7"} <= set(seconds)
+    with pytest.raises(StackError):
+        StackConfig(data_dir=tmp_path, mqtt_autosave_changes=-1)

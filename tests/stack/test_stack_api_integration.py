@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from stack.ports import free_ports
+from tests.stack.stack_ports import StackPorts
 
 pytestmark = pytest.mark.integration
 
@@ -89,28 +90,19 @@ def _values(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list
 
 
 def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
-    data_dir = (tmp_path / "var").resolve()
-    args = [
-        "--data-dir", str(data_dir),
-        "--mqtt-port", str(mqtt),
-        "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller),
-        "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-        "--api-port", str(api_http),
-    ]  # fmt: skip
+    ports = StackPorts.free(tmp_path)
+    args = ports.args
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "180",
         "IOT_STACK_RESTART_BACKOFF_INITIAL": "0.5",
     }
-    url = f"http://127.0.0.1:{api_http}"
-    bootstrap = f"127.0.0.1:{kafka}"
+    url = f"http://127.0.0.1:{ports.api_http}"
+    bootstrap = ports.bootstrap
     started = time.monotonic()
-    up = _run("stack.cli", ["up", *args, "--partitions", "3", "--no-bridge", "--console"], env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run("stack.cli", ["up", *args, "--partitions", "3", "--no-bridge", "--console"], env)
         assert up.returncode == 0, up.stderr
         print(f"up with iot-api: {time.monotonic() - started:.1f} s")
         assert f"api        {url}" in up.stdout
@@ -122,8 +114,9 @@ def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) ->
         assert _http(f"{url}/console/")[0] == 200  # the console's page (login in the browser)
 
         registry = [
-            "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
-            "--admin-password-file", str(data_dir / "secrets" / "registry-admin.secret"),
+            "--kafka-bootstrap", bootstrap,
+            "--mqtt-host", "127.0.0.1", "--mqtt-port", str(ports.mqtt),
+            "--admin-password-file", str(ports.data_dir / "secrets" / "registry-admin.secret"),
             "--json",
         ]  # fmt: skip
         made = _run("registry", [*registry, "account", "create", "pub1", "--role", "api"], env)
@@ -178,10 +171,12 @@ def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
-    up = _run(
-        "stack.cli", ["up", *args, "--partitions", "1", "--no-bridge", "--insecure-anonymous"], env
-    )
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run(
+            "stack.cli",
+            ["up", *args, "--partitions", "1", "--no-bridge", "--insecure-anonymous"],
+            env,
+        )
         assert up.returncode == 0, up.stderr
         url = f"http://127.0.0.1:{api_http}"
         status, answer = _http(f"{url}/events/t.anon", b'[{"x": 1}]')

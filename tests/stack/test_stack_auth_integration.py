@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from stack.ports import free_ports
 from tests.registry.mqtt_probe import connack_of
+from tests.stack.stack_ports import StackPorts
 
 pytestmark = pytest.mark.integration
 
@@ -83,29 +83,20 @@ def _pid_of(status: str, name: str) -> int:
 
 
 def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
-    data_dir = (tmp_path / "var").resolve()
-    secrets = data_dir / "secrets"
-    args = [
-        "--data-dir", str(data_dir),
-        "--mqtt-port", str(mqtt),
-        "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller),
-        "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-        "--api-port", str(api_http),
-    ]  # fmt: skip
+    ports = StackPorts.free(tmp_path)
+    args = ports.args
+    secrets = ports.data_dir / "secrets"
     up_args = ["up", *args, "--partitions", "3", "--devices", "3", "--device-rate", "4"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
-    bootstrap = f"127.0.0.1:{kafka}"
+    bootstrap = ports.bootstrap
     registry = [
-        "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
+        "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(ports.mqtt),
         "--admin-password-file", str(secrets / "registry-admin.secret"), "--json",
     ]  # fmt: skip
     start = time.monotonic()
-    up = _run("stack.cli", up_args, env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _run("stack.cli", up_args, env)
         assert up.returncode == 0, up.stderr
         print(f"first up with 3 devices provisioned: {time.monotonic() - start:.1f} s")
         assert "WARNING" not in up.stderr
@@ -135,11 +126,11 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert all(got.get(d, 0) >= 3 for d in DEVICES), got
 
         # anonymous, wrong secret, unknown user: refused at CONNECT with the MQTT 5 code
-        assert connack_of(mqtt, None, None).value in REFUSED
-        assert connack_of(mqtt, "dev-00000", "not-the-secret", "probe-wrong").value in REFUSED
-        assert connack_of(mqtt, "dev-00000", "not-the-secret").value in REFUSED
-        assert connack_of(mqtt, "dev-99999", creds["dev-00000"]).value in REFUSED
-        assert connack_of(mqtt, "svc/bridge", "nope", "probe-svc").value in REFUSED
+        assert connack_of(ports.mqtt, None, None).value in REFUSED
+        assert connack_of(ports.mqtt, "dev-00000", "not-the-secret", "probe-wrong").value in REFUSED
+        assert connack_of(ports.mqtt, "dev-00000", "not-the-secret").value in REFUSED
+        assert connack_of(ports.mqtt, "dev-99999", creds["dev-00000"]).value in REFUSED
+        assert connack_of(ports.mqtt, "svc/bridge", "nope", "probe-svc").value in REFUSED
 
         # down, up: the same accounts and secrets, nothing added twice, devices flow again
         down = _run("stack.cli", ["down", *args], env)
@@ -166,7 +157,7 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert "devices provisioned: 1 added, 0 re-keyed" in more.stderr
         creds4 = json.loads((secrets / "devices.json").read_text())
         assert creds4 == creds | {"dev-00003": creds4["dev-00003"]}
-        assert connack_of(mqtt, "dev-00003", creds4["dev-00003"]).value == 0
+        assert connack_of(ports.mqtt, "dev-00003", creds4["dev-00003"]).value == 0
 
         # a device disabled through the registry is dropped at once and refused after;
         # the other devices (and the bridge) keep going
@@ -179,7 +170,7 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert got.get("dev-00000", 0) >= 8, got
         assert got.get("dev-00002", 0) >= 8, got
         assert "dev-00001" not in got, got
-        assert connack_of(mqtt, "dev-00001", creds["dev-00001"]).value in REFUSED
+        assert connack_of(ports.mqtt, "dev-00001", creds["dev-00001"]).value in REFUSED
 
         # a secret lost from the file is re-issued (rotated: the registry keeps only hashes)
         kept = json.loads((secrets / "devices.json").read_text())
@@ -192,7 +183,7 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert "devices provisioned: 0 added, 1 re-keyed" in again.stderr
         new_secret = json.loads((secrets / "devices.json").read_text())["dev-00002"]
         assert new_secret != old_secret
-        assert connack_of(mqtt, "dev-00002", old_secret).value in REFUSED
-        assert connack_of(mqtt, "dev-00002", new_secret).value == 0
+        assert connack_of(ports.mqtt, "dev-00002", old_secret).value in REFUSED
+        assert connack_of(ports.mqtt, "dev-00002", new_secret).value == 0
     finally:
         _run("stack.cli", ["down", *args], env)

@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
 from stack.ports import free_ports, port_open
+from tests.stack.stack_ports import StackPorts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -119,17 +120,8 @@ def _processes_of(data_dir: Path) -> list[str]:
 
 
 def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
-    data_dir = (tmp_path / "var").resolve()
-    args = [
-        "--data-dir", str(data_dir),
-        "--mqtt-port", str(mqtt),
-        "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller),
-        "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-        "--api-port", str(api_http),
-    ]  # fmt: skip
+    ports = StackPorts.free(tmp_path)
+    args = ports.args
     env = dict(os.environ) | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
@@ -137,21 +129,21 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         # anonymous (explicitly): it publishes with a bare mosquitto_pub
         "IOT_STACK_INSECURE_ANONYMOUS": "1",
     }
-    bootstrap = f"127.0.0.1:{kafka}"
+    bootstrap = ports.bootstrap
     ready = {
-        "mosquitto": lambda: port_open("127.0.0.1", mqtt),
-        "kafka": lambda: port_open("127.0.0.1", kafka),
-        "bridge": lambda: _http_ok(f"http://127.0.0.1:{bridge_http}/readyz"),
-        "commands": lambda: _http_ok(f"http://127.0.0.1:{commands_http}/readyz"),
+        "mosquitto": lambda: port_open("127.0.0.1", ports.mqtt),
+        "kafka": lambda: port_open("127.0.0.1", ports.kafka),
+        "bridge": lambda: _http_ok(f"http://127.0.0.1:{ports.bridge_http}/readyz"),
+        "commands": lambda: _http_ok(f"http://127.0.0.1:{ports.commands_http}/readyz"),
     }
-    up = _cli(["up", *args, "--commands-mode", "separate"], env)
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _cli(["up", *args, "--commands-mode", "separate"], env)
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
         assert list(status) == ["supervisor", "mosquitto", "kafka", "bridge", "commands", "api"]
         for name in ready:
             assert "restarts 0" in status[name], status[name]
-        _flows(mqtt, bootstrap)
+        _flows(ports.mqtt, bootstrap)
         seen_pids = {name: _pid(line) for name, line in status.items()}
 
         for name in ("bridge", "commands", "mosquitto", "kafka"):
@@ -166,7 +158,7 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
             line = _status(args, env)[name]
             assert "restarts 1 (last: killed by SIGKILL)" in line, line
             _wait(ready[name], 120, f"{name} ready again")
-            tries = _flows(mqtt, bootstrap)
+            tries = _flows(ports.mqtt, bootstrap)
             print(f"{name}: back in {back:.1f} s, message flowed after {tries} publish(es)")
             seen_pids[f"{name}-2"] = _pid(line)
 
@@ -190,9 +182,9 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
         os.kill(victim, signal.SIGKILL)  # adopted, not its child: noticed through /proc
         _wait(lambda: _pid(_status(args, env)["bridge"]) not in (None, victim), 20, "re-adopted")
         _wait(ready["bridge"], 120, "bridge ready again")
-        _flows(mqtt, bootstrap)
+        _flows(ports.mqtt, bootstrap)
         seen_pids["bridge-3"] = _pid(_status(args, env)["bridge"])
-        log_text = (data_dir / "logs" / "supervisor.log").read_text()
+        log_text = (ports.data_dir / "logs" / "supervisor.log").read_text()
         assert "died after" in log_text
         assert "restarted (pid" in log_text
     finally:
@@ -200,9 +192,9 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
     assert down.returncode == 0, down.stderr
     assert "stopping supervisor" in down.stderr
     _wait(
-        lambda: not _processes_of(data_dir),
+        lambda: not _processes_of(ports.data_dir),
         10,
-        f"every process gone (left when down returned: {_processes_of(data_dir)})",
+        f"every process gone (left when down returned: {_processes_of(ports.data_dir)})",
     )
     for name, pid in seen_pids.items():
         assert pid is None or not _alive(pid), f"{name} (pid {pid}) still runs"
@@ -239,31 +231,23 @@ def _spark_drivers(data_dir: Path) -> list[str]:
 
 @pytest.mark.spark
 def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, analytics_http, api_http = free_ports(7)
-    data_dir = (tmp_path / "var").resolve()
-    args = [
-        "--data-dir", str(data_dir),
-        "--mqtt-port", str(mqtt),
-        "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller),
-        "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-        "--api-port", str(api_http),
-    ]  # fmt: skip
+    ports = StackPorts.free(tmp_path)
+    [analytics_http] = free_ports(1)
+    args = ports.args
     env = dict(os.environ) | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
         "IOT_STACK_ANALYTICS_HTTP_PORT": str(analytics_http),
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "240",
     }
-    bootstrap = f"127.0.0.1:{kafka}"
+    bootstrap = ports.bootstrap
     healthz = f"http://127.0.0.1:{analytics_http}/healthz"
-    up = _cli(
-        ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
-         "--device-rate", "2"],
-        env, timeout=400,
-    )  # fmt: skip
-    try:
+    try:  # `down` also after an `up` that timed out: it left the stack running
+        up = _cli(
+            ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
+             "--device-rate", "2"],
+            env, timeout=400,
+        )  # fmt: skip
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
         assert list(status) == [
@@ -276,7 +260,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
             "devices",
         ]
         assert status["analytics"].endswith(f"http://127.0.0.1:{analytics_http}/metrics")
-        assert len(_spark_drivers(data_dir)) == 1
+        assert len(_spark_drivers(ports.data_dir)) == 1
 
         old = _pid(status["analytics"])
         assert old is not None
@@ -289,7 +273,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
         assert "restarts 1 (last: killed by SIGKILL)" in _status(args, env)["analytics"]
         ready = _wait(lambda: _http_ok(healthz), 240, "analytics /healthz again")
         # the killed job's Spark JVM went with it: one driver, the new one
-        assert len(_spark_drivers(data_dir)) == 1, _spark_drivers(data_dir)
+        assert len(_spark_drivers(ports.data_dir)) == 1, _spark_drivers(ports.data_dir)
 
         old = _pid(_status(args, env)["devices"])
         assert old is not None
@@ -305,7 +289,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
         down = _cli(["down", *args], env)
     assert down.returncode == 0, down.stderr
     _wait(
-        lambda: not _processes_of(data_dir),
+        lambda: not _processes_of(ports.data_dir),
         20,
-        f"every process gone (left when down returned: {_processes_of(data_dir)})",
+        f"every process gone (left when down returned: {_processes_of(ports.data_dir)})",
     )

@@ -1,0 +1,41 @@
+"""The free ports of one `iot-stack up` in an integration test, and the CLI flags naming them
+(the same for `up`, `status` and `down`), beside each test's `_cli`/`_status` helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from stack.ports import free_ports
+
+
+@dataclass(frozen=True)
+class StackPorts:
+    data_dir: Path
+    mqtt: int
+    kafka: int
+    controller: int
+    bridge_http: int
+    commands_http: int
+    api_http: int
+
+    @classmethod
+    def free(cls, tmp_path: Path) -> StackPorts:
+        """Ports free now, the data dir `tmp_path/var`."""
+        return cls((tmp_path / "var").resolve(), *free_ports(6))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.kafka}"
+
+    @property
+    def args(self) -> list[str]:
+        return [
+            "--data-dir", str(self.data_dir),
+            "--mqtt-port", str(self.mqtt),
+            "--kafka-port", str(self.kafka),
+            "--kafka-controller-port", str(self.controller),
+            "--bridge-http-port", str(self.bridge_http),
+            "--commands-http-port", str(self.commands_http),
+            "--api-port", str(self.api_http),
+        ]  # fmt: skip
