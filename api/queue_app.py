@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 
@@ -29,6 +30,7 @@ from api.errors import (
 )
 from api.framing import Record, parse_body
 from api.kafka_admin import TopicAdmin
+from api.kafka_consumers import close_all
 from api.kafka_producer import KafkaPublisher
 from api.params import check_topic_name
 from api.queue_kafka import MarkerTracker, QueueConsumer, Received
@@ -45,8 +47,15 @@ def _bad(message: str) -> ApiError:
 
 
 class QueueHandlers:
-    def __init__(self, cfg: ApiConfig, admin: TopicAdmin, publisher: KafkaPublisher) -> None:
+    def __init__(
+        self,
+        cfg: ApiConfig,
+        admin: TopicAdmin,
+        publisher: KafkaPublisher,
+        draining: threading.Event | None = None,
+    ) -> None:
         self.cfg = cfg
+        self.draining = draining if draining is not None else threading.Event()
         self.admin = admin
         self.publisher = publisher
         self.tracker = MarkerTracker(
@@ -70,8 +79,7 @@ class QueueHandlers:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
-        for consumer in list(self._consumers.values()):
-            await asyncio.to_thread(consumer.close_blocking)
+        await close_all(list(self._consumers.values()))
         self._consumers.clear()
         await asyncio.to_thread(self.tracker.stop)
 
@@ -99,7 +107,9 @@ class QueueHandlers:
         async with self._creating.setdefault(queue, asyncio.Lock()):
             found = self._consumers.get(queue)
             if found is None:
-                found = await asyncio.to_thread(QueueConsumer, self.cfg.kafka_bootstrap, queue)
+                found = await asyncio.to_thread(
+                    QueueConsumer, self.cfg.kafka_bootstrap, queue, draining=self.draining
+                )
                 self._consumers[queue] = found
         return found
 

@@ -71,7 +71,7 @@ class ApiService:
             await self.auth.start()
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
         self.sawmill = SawmillHandlers(self.cfg, self.admin, self.publisher, self.auth)
-        self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
+        self.queues = QueueHandlers(self.cfg, self.admin, self.publisher, self.pool.draining)
         self.queues.start()
         handlers.guard = TopicGuard(self.auth)
         self.health = KafkaHealth(self.cfg.kafka_bootstrap)
@@ -113,19 +113,23 @@ class ApiService:
         self.started.set()
 
     async def stop(self) -> None:
-        if self.sawmill is not None:
-            self.sawmill.close()  # event streams end; their clients resume from their id
-        if self._runner is not None:
-            await self._runner.cleanup()  # stop accepting, let requests in flight finish
-        if self.queues is not None:
-            await self.queues.close()
-        await self.pool.close()
-        if self.health is not None:
-            await self.health.close()
-        await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
-        self.admin.close()
-        if self.auth is not None:
-            self.auth.close()
+        """Also after a failed :meth:`start`: every Kafka client made so far is freed."""
+        self.pool.draining.set()  # long polls and receives answer now with what they have
+        try:
+            if self.sawmill is not None:
+                self.sawmill.close()  # event streams end; their clients resume from their id
+            if self._runner is not None:
+                await self._runner.cleanup()  # stop accepting; the answers in flight finish
+            if self.queues is not None:
+                await self.queues.close()
+            await self.pool.close()
+        finally:
+            if self.health is not None:
+                await self.health.close()
+            await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
+            self.admin.close()
+            if self.auth is not None:
+                self.auth.close()
         log.info("iot-api stopped")
 
     async def run(self) -> None:
@@ -134,8 +138,8 @@ class ApiService:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await self.start()
         try:
+            await self.start()
             await stop.wait()
         finally:
             await self.stop()
