@@ -28,7 +28,7 @@ class Route:
     params: tuple[Param, ...] = ()
     body: tuple[str, ...] = ()  # media types the request body may have
     body_schema: str | None = None  # a name in api.openapi.SCHEMAS
-    ok: str = "json"  # "json", "text", "prometheus" or "event-stream"
+    ok: str = "json"  # "json", "text", "prometheus", "event-stream" or "asset" (js/css)
     ok_schema: str | None = None
     errors: tuple[int, ...] = ()
 
@@ -209,3 +209,17 @@ ROUTES: tuple[Route, ...] = (
 )  # fmt: skip
 # after MR's rows: sawmill's facade and the queues (api.sawmill_app, api.queue_app)
 ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES
+# the interactive page over /openapi.json (api.docs_page): Swagger UI from its PyPI package
+DOCS_ROUTES: tuple[Route, ...] = (
+    Route("GET", "/docs", "docs_page",
+          "Interactive API page: every endpoint of /openapi.json, readable and tried from the "
+          "browser (Swagger UI, served from this service: no network needed).", "service",
+          ok="text"),
+    Route("GET", "/docs/swagger-ui.css", "docs_asset", "The page's style sheet.", "service",
+          ok="asset", errors=(404,)),
+    Route("GET", "/docs/swagger-ui-bundle.js", "docs_asset", "The page's Swagger UI.",
+          "service", ok="asset", errors=(404,)),
+    Route("GET", "/docs/init.js", "docs_asset", "The page's start: render /openapi.json.",
+          "service", ok="asset", errors=(404,)),
+)  # fmt: skip
+ROUTES += DOCS_ROUTES

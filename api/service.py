@@ -15,6 +15,7 @@ from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.console.app import Console, build_console_app
 from api.console.config import ConsoleConfig
+from api.docs_page import DocsPageHandlers
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
 from api.kafka_health import KafkaHealth
@@ -83,6 +84,7 @@ class ApiService:
             AclHandlers(handlers.guard, self.admin.exists),
             self.sawmill,
             self.queues,
+            DocsPageHandlers(),  # GET /docs: Swagger UI over /openapi.json
         )
         app = build_app(handlers, self.auth, extra)
         if self.console_cfg is not None:  # the operator console (docs/console.md)

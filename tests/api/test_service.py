@@ -141,3 +141,102 @@ def test_without_auto_create_an_unknown_topic_is_404(
         assert reply.json()["message"] == "No such topic exists.-[api.not-there]"
         assert "api.not-there" not in client.request("GET", "/topics").json()["topics"]
         assert client.publish(topic_factory("api", partitions=1), "x", "text/plain").status == 200
+
+
+def _spawn_api(bootstrap: str, port: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "IOT_KAFKA_BOOTSTRAP": bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api", "--insecure-anonymous", "--api-port", str(port)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    client, deadline = Client(port), time.monotonic() + 60
+    while True:
+        try:
+            if client.request("GET", "/healthz", timeout=2).status == 200:
+                return proc
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "iot-api did not start"
+        time.sleep(0.2)
+
+
+def _consumers(client: Client) -> float:
+    for line in client.request("GET", "/metrics").body.decode().splitlines():
+        if line.startswith("iot_api_consumers "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _poll_all(client: Client, topic: str, groups: list[str], query: str) -> dict[str, Reply]:
+    answers: dict[str, Reply] = {}
+    threads = [
+        threading.Thread(
+            target=lambda g=g: answers.__setitem__(g, client.consume(topic, g, "c", query)),
+            daemon=True,
+        )
+        for g in groups
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return answers
+
+
+def test_sigterm_with_many_long_polls_exits_promptly_and_loses_nothing(
+    stack: Endpoints, topic_factory: Callable[..., str], group_factory: Callable[[], str]
+) -> None:
+    """200 open long polls (one per group, each pinned at the log end by its first request),
+    messages published, SIGTERM: every poll is answered at once with what it has, the process
+    exits within seconds, and a restarted iot-api hands each group exactly what it was not
+    given (offsets committed only for what was returned)."""
+    polls, sent = 200, [f"m{i}" for i in range(20)]
+    topic, groups = topic_factory("api", partitions=1), [group_factory() for _ in range(polls)]
+    port = _free_port()
+    proc = _spawn_api(stack.kafka_bootstrap, port)
+    client = Client(port)
+    try:
+        answers: dict[str, Reply] = {}
+        threads = [
+            threading.Thread(
+                target=lambda g=g: answers.__setitem__(
+                    g, client.consume(topic, g, "c", "?timeout=60000")
+                ),
+                daemon=True,
+            )
+            for g in groups
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 120
+        while _consumers(client) < polls:  # every group made (and pinned at the end)
+            assert time.monotonic() < deadline, "the long polls did not all start"
+            time.sleep(0.5)
+        time.sleep(2.0)  # their first rebalances: the polls wait in Kafka
+        assert client.publish(topic, "\n".join(sent), "text/plain").json()["count"] == len(sent)
+        term = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        exit_s = time.monotonic() - term
+        for t in threads:
+            t.join(30)
+        assert len(answers) == polls
+        assert {r.status for r in answers.values()} == {200}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=10)
+    print(f"SIGTERM with {polls} long polls: exited in {exit_s:.2f} s")
+    assert "iot-api stopped" in err
+    assert exit_s < 10.0, exit_s  # below --shutdown-timeout-s: nobody waited out the timeout
+    given = {g: r.json() for g, r in answers.items()}
+    proc = _spawn_api(stack.kafka_bootstrap, port)
+    try:
+        again = {g: r.json() for g, r in _poll_all(client, topic, groups, "?timeout=4000").items()}
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        proc.communicate(timeout=10)
+    assert len(again) == polls
+    for g in groups:
+        assert given[g] + again[g] == sent, g  # in order, nothing lost, nothing given twice
