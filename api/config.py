@@ -94,6 +94,11 @@ class ApiConfig:
         "iot.api.queue-markers", "Queues: the topic holding receive/ack/redelivery markers."
     )
     queue_markers_partitions: int = _setting(3, "Queues: partitions of the markers topic.")
+    queue_settings_topic: str = _setting(
+        "iot.api.queue-settings",
+        "Queues: the compacted topic keeping each queue's own visibility timeout and maximum "
+        "deliveries (set by PUT /queues/{q} or /queues/{q}/settings).",
+    )
     queue_visibility_s: float = _setting(
         30.0, "Queues: visibility timeout of a receive that gives none (s)."
     )
@@ -131,6 +136,10 @@ class ApiConfig:
             (self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}"),
             (self.sse_heartbeat_s > 0, "sse_heartbeat_s must be > 0"),
             (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic is not a topic"),
+            (
+                bool(_TOPIC_RE.match(self.queue_settings_topic)),
+                "queue_settings_topic is not a topic",
+            ),
             (self.queue_markers_partitions >= 1, "queue_markers_partitions must be >= 1"),
             (
                 0 < self.queue_visibility_s <= self.queue_visibility_max_s,

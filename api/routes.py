@@ -96,9 +96,19 @@ SAWMILL_ROUTES: tuple[Route, ...] = (
 
 QUEUE_ROUTES: tuple[Route, ...] = (
     Route("PUT", "/queues/{queue}", "queue_create",
-          "Create a queue: its topic and its dead-letter topic (`?partitions=`).", "queues",
-          params=(QUEUE, Param("partitions", "query", "Partitions (0: the default).", INT)),
+          "Create a queue: its topic and its dead-letter topic (`?partitions=`), with its own "
+          "visibility timeout and maximum deliveries if given (kept in Kafka).", "queues",
+          params=(QUEUE, Param("partitions", "query", "Partitions (0: the default).", INT),
+                  Param("visibility", "query", "The queue's visibility timeout in s.",
+                        {"type": "number"}),
+                  Param("maxDeliveries", "query",
+                        "Deliveries before the dead-letter topic (1-1000).", INT)),
           ok_schema="Queue", errors=(400, 503)),
+    Route("PUT", "/queues/{queue}/settings", "queue_settings",
+          "Change a queue's visibility timeout and maximum deliveries (its administrators; "
+          "kept in Kafka, every instance applies them).", "queues",
+          params=(QUEUE,), body=("application/json",), body_schema="QueueSettings",
+          ok_schema="Queue", errors=(400, 403, 404, 503)),
     Route("GET", "/queues/{queue}", "queue_info", "A queue's settings.", "queues",
           params=(QUEUE,), ok_schema="Queue", errors=(400, 404, 503)),
     Route("POST", "/queues/{queue}/messages", "queue_send",
