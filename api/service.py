@@ -23,6 +23,7 @@ from api.kafka_producer import KafkaPublisher
 from api.metrics import ApiMetrics
 from api.queue_app import QueueHandlers
 from api.sawmill_app import SawmillHandlers
+from api.tls import server_context
 from api.topic_access import AclHandlers, TopicGuard
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,13 @@ class ApiService:
         server = site._server  # the bound port when 0 was asked for
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self.cfg.api_port
+        if self.cfg.tls_port:  # the same app over HTTPS (docs/api.md "TLS")
+            context = await asyncio.to_thread(server_context, self.cfg)
+            tls = web.TCPSite(
+                self._runner, self.cfg.api_host, self.cfg.tls_port, ssl_context=context
+            )
+            await tls.start()
+            log.info("iot-api listening on https://%s:%d", self.cfg.api_host, self.cfg.tls_port)
         log.info(
             "iot-api listening on http://%s:%d (auth: %s)",
             self.cfg.api_host,

@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
         help="metrics/health port of the separate command path process (default 9101)",
     )
     common.add_argument("--api-port", type=int, help="iot-api's HTTP port (default 3904)")
+    common.add_argument(
+        "--api-tls-port", type=int,
+        help="also serve iot-api over HTTPS on this port, with the appliance CA's server "
+        "certificate (<data-dir>/ca; env IOT_STACK_API_TLS_PORT)",
+    )  # fmt: skip
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -191,6 +196,7 @@ def _config(args: argparse.Namespace) -> StackConfig:
         bridge_http_port=args.bridge_http_port,
         commands_http_port=args.commands_http_port,
         api_port=args.api_port,
+        api_tls_port=getattr(args, "api_tls_port", None),
         with_api=getattr(args, "with_api", None),
         api_console=getattr(args, "api_console", None),
         commands_mode=getattr(args, "commands_mode", None),

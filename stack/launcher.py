@@ -262,6 +262,11 @@ class Stack:
             "IOT_API_PORT": str(cfg.api_port),
             auth: "1",
         }
+        if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
+            env |= {
+                "IOT_TLS_PORT": str(cfg.api_tls_port),
+                "IOT_TLS_CA_DIR": str(cfg.data_dir / "ca"),
+            }
         if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
             host = cfg.connect_host
             env |= {
