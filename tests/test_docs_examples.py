@@ -21,7 +21,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -805,7 +805,7 @@ def test_api_tls_examples_run(stack: Any, tmp_path: Path) -> None:
     service, request = _run_by("test_api_tls_examples_run")
     port, tls_port = _free_port(), _free_port()
 
-    def local(args: list[str]) -> list[str]:
+    def local(args: Sequence[str]) -> list[str]:
         return [
             a.replace("var/ca", str(tmp_path / "ca")).replace("3905", str(tls_port))
             .replace("localhost:9092", stack.kafka_bootstrap)

@@ -175,12 +175,12 @@ def test_sigterm_with_many_long_polls_exits_promptly_and_loses_nothing(
 ) -> None:
     """200 open long polls (one group each), messages published, SIGTERM: every poll is
     answered at once with what it has and the process exits within seconds (not after
-    --shutdown-timeout-s, 30 s here); a restarted iot-api hands each group exactly what it was
+    --shutdown-timeout-s, 120 s here); a restarted iot-api hands each group exactly what it was
     not given (offsets committed only for what was returned)."""
     polls, sent = 200, [f"m{i}" for i in range(20)]
     topic, groups = topic_factory("api", partitions=1), [group_factory() for _ in range(polls)]
     port = _free_port()
-    proc = _spawn_api(stack.kafka_bootstrap, port, "--shutdown-timeout-s", "30")
+    proc = _spawn_api(stack.kafka_bootstrap, port, "--shutdown-timeout-s", "120")
     client = Client(port)
     answers: dict[str, Reply] = {}
     try:
@@ -211,7 +211,8 @@ def test_sigterm_with_many_long_polls_exits_promptly_and_loses_nothing(
             proc.kill()
         _, err = proc.communicate(timeout=10)
     assert "iot-api stopped" in err
-    assert exit_s < 15.0, exit_s  # nobody waited out the 30 s shutdown timeout
+    # before the fix every poll waited out its 60 s; measured 13.8 s at load average ~50
+    assert exit_s < 30.0, exit_s
     given = {g: r.json() if r.status == 200 else [] for g, r in answers.items()}
     proc = _spawn_api(stack.kafka_bootstrap, port)
     again: dict[str, list[str]] = {g: [] for g in groups}
