@@ -102,18 +102,18 @@ class ApiService:
             handler_cancellation=True,  # a client gone mid long poll ends its request
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.cfg.api_host, self.cfg.api_port)
-        await site.start()
-        server = site._server  # the bound port when 0 was asked for
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self.cfg.api_port
-        if self.cfg.tls_port:  # the same app over HTTPS (docs/api.md "TLS")
+        if self.cfg.tls_port:  # the same app over HTTPS (docs/api.md), up before HTTP answers
             context = await asyncio.to_thread(server_context, self.cfg)
             tls = web.TCPSite(
                 self._runner, self.cfg.api_host, self.cfg.tls_port, ssl_context=context
             )
             await tls.start()
             log.info("iot-api listening on https://%s:%d", self.cfg.api_host, self.cfg.tls_port)
+        site = web.TCPSite(self._runner, self.cfg.api_host, self.cfg.api_port)
+        await site.start()
+        server = site._server  # the bound port when 0 was asked for
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.cfg.api_port
         log.info(
             "iot-api listening on http://%s:%d (auth: %s)",
             self.cfg.api_host,
