@@ -42,4 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the port is taken, Kafka's address does not resolve...
         print(f"iot-api: {exc}", file=sys.stderr)
         return 1
+    except ConfigError as exc:  # found at start: the TLS certificate cannot be loaded
+        print(f"iot-api: {exc}", file=sys.stderr)
+        return 2
     return 0

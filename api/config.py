@@ -31,6 +31,18 @@ class ApiConfig:
 
     api_host: str = _setting("127.0.0.1", "Address the HTTP API listens on.")
     api_port: int = _setting(3904, "HTTP port (3904 is MR's); 0 = pick a free port (logged).")
+    tls_port: int = _setting(
+        0, "HTTPS port served beside api_port with the same API (0 = no TLS listener)."
+    )
+    tls_cert_file: str = _setting(
+        "", "TLS: the server certificate (chain, PEM); empty = the appliance CA's (tls_ca_dir)."
+    )
+    tls_key_file: str = _setting("", "TLS: the certificate's private key (PEM).")
+    tls_ca_dir: str = _setting(
+        "var/ca",
+        "TLS without cert files: the appliance CA's directory (iot-devices --ca-dir); its "
+        "server.crt/server.key are served, and the CA is made there if there is none.",
+    )
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(5, "Producer linger.ms (a publish waits for its batch).")
     publish_timeout_ms: int = _setting(
@@ -126,6 +138,11 @@ class ApiConfig:
         "iot.api.queue-markers", "Queues: the topic holding receive/ack/redelivery markers."
     )
     queue_markers_partitions: int = _setting(3, "Queues: partitions of the markers topic.")
+    queue_settings_topic: str = _setting(
+        "iot.api.queue-settings",
+        "Queues: the compacted topic keeping each queue's own visibility timeout and maximum "
+        "deliveries (set by PUT /queues/{q} or /queues/{q}/settings).",
+    )
     queue_visibility_s: float = _setting(
         30.0, "Queues: visibility timeout of a receive that gives none (s)."
     )
@@ -173,6 +190,11 @@ class ApiConfig:
             (bool(self.api_host), "api_host must not be empty"),
             (0 <= self.api_port <= 65535, "api_port must be 0-65535"),
             (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
+            (0 <= self.tls_port <= 65535, "tls_port must be 0-65535"),
+            (
+                bool(self.tls_cert_file) == bool(self.tls_key_file),
+                "tls_cert_file and tls_key_file go together",
+            ),
             (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
             (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
             (self.max_message_bytes >= 1, "max_message_bytes must be >= 1"),
@@ -195,6 +217,10 @@ class ApiConfig:
             (self.command_history_scan_max >= 1, "command_history_scan_max must be >= 1"),
             (0 < self.registry_mqtt_port <= 65535, "registry_mqtt_port must be 1-65535"),
             (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic is not a topic"),
+            (
+                bool(_TOPIC_RE.match(self.queue_settings_topic)),
+                "queue_settings_topic is not a topic",
+            ),
             (self.queue_markers_partitions >= 1, "queue_markers_partitions must be >= 1"),
             (
                 0 < self.queue_visibility_s <= self.queue_visibility_max_s,

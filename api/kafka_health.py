@@ -18,7 +18,7 @@ class KafkaHealth:
     def __init__(
         self, bootstrap: str, *, interval_s: float = 1.0, timeout_s: float = 2.0, failures: int = 2
     ) -> None:
-        self._client = AdminClient(
+        self._client: AdminClient | None = AdminClient(
             {
                 "bootstrap.servers": bootstrap,
                 "client.id": "iot-api-probe",
@@ -30,18 +30,23 @@ class KafkaHealth:
         self._failures = failures
         self._failed = 0
         self._task: asyncio.Task[None] | None = None
+        self._probing: asyncio.Future[None] | None = None  # the probe thread in flight
 
     @property
     def up(self) -> bool:
         return self._failed < self._failures
 
     def _probe(self) -> None:
-        self._client.list_topics(timeout=self._timeout_s)
+        client = self._client
+        if client is not None:
+            client.list_topics(timeout=self._timeout_s)
 
     async def _watch(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self._probe)
+                # shielded: a cancel (close) must not orphan the thread holding the client
+                self._probing = asyncio.ensure_future(asyncio.to_thread(self._probe))
+                await asyncio.shield(self._probing)
             except KafkaException as exc:
                 self._failed += 1
                 if self._failed == self._failures:
@@ -56,7 +61,17 @@ class KafkaHealth:
         self._task = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
+        """Stop probing and free the client. AdminClient has no close(): librdkafka frees it
+        (and stops reconnecting) only once nothing refers to it, and the service object may be
+        kept long after stop (a test's fixture, a traceback); so drop our reference, after the
+        probe in flight (at most ``timeout_s``) has let go of it."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._probing is not None:
+            await asyncio.wait({self._probing})
+            if not self._probing.cancelled():
+                self._probing.exception()  # retrieved: a last failed probe is no news at stop
+            self._probing = None  # its exception's traceback holds the client's frames
+        self._client = None

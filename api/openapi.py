@@ -183,6 +183,8 @@ def _operation(route: Route, secured: bool) -> dict[str, Any]:
             "text/plain": {"schema": _STRING},
             "application/json": {"schema": _ref("MrMetrics")},
         }
+    elif route.ok == "asset":  # the docs page's script or style sheet
+        ok_content = {media: {"schema": _STRING} for media in ("text/javascript", "text/css")}
     elif route.ok == "event-stream":
         ok_content = {"text/event-stream": {"schema": _STRING}}
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 
@@ -29,9 +30,11 @@ from api.errors import (
 )
 from api.framing import Record, parse_body
 from api.kafka_admin import TopicAdmin
+from api.kafka_consumers import close_all
 from api.kafka_producer import KafkaPublisher
 from api.params import check_topic_name
 from api.queue_kafka import MarkerTracker, QueueConsumer, Received
+from api.queue_settings import QueueSettingsStore
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,15 @@ def _bad(message: str) -> ApiError:
 
 
 class QueueHandlers:
-    def __init__(self, cfg: ApiConfig, admin: TopicAdmin, publisher: KafkaPublisher) -> None:
+    def __init__(
+        self,
+        cfg: ApiConfig,
+        admin: TopicAdmin,
+        publisher: KafkaPublisher,
+        draining: threading.Event | None = None,
+    ) -> None:
         self.cfg = cfg
+        self.draining = draining if draining is not None else threading.Event()
         self.admin = admin
         self.publisher = publisher
         self.tracker = MarkerTracker(
@@ -56,6 +66,8 @@ class QueueHandlers:
             grace_ms=cfg.queue_clock_grace_ms,
             max_bytes=cfg.max_message_bytes,
         )
+        self.settings = QueueSettingsStore(cfg.kafka_bootstrap, cfg.queue_settings_topic)
+        self._defaults = qm.QueueSettings(cfg.queue_visibility_s, cfg.queue_max_deliveries)
         self._consumers: dict[str, QueueConsumer] = {}
         self._creating: dict[str, asyncio.Lock] = {}
         self._dead_letter_ready: set[str] = set()
@@ -63,6 +75,7 @@ class QueueHandlers:
 
     def start(self) -> None:
         self.tracker.start()
+        self.settings.start()
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
 
     async def close(self) -> None:
@@ -70,10 +83,10 @@ class QueueHandlers:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
-        for consumer in list(self._consumers.values()):
-            await asyncio.to_thread(consumer.close_blocking)
+        await close_all(list(self._consumers.values()))
         self._consumers.clear()
         await asyncio.to_thread(self.tracker.stop)
+        await asyncio.to_thread(self.settings.stop)
 
     async def _keep(self) -> None:
         """Idle queue consumers take part in rebalances; long unused ones are closed (what
@@ -99,7 +112,9 @@ class QueueHandlers:
         async with self._creating.setdefault(queue, asyncio.Lock()):
             found = self._consumers.get(queue)
             if found is None:
-                found = await asyncio.to_thread(QueueConsumer, self.cfg.kafka_bootstrap, queue)
+                found = await asyncio.to_thread(
+                    QueueConsumer, self.cfg.kafka_bootstrap, queue, draining=self.draining
+                )
                 self._consumers[queue] = found
         return found
 
@@ -110,13 +125,43 @@ class QueueHandlers:
             raise no_such_topic(queue)
         return queue
 
-    def _describe(self, queue: str, partitions: int) -> dict[str, object]:
+    async def _settings_of(self, queue: str) -> qm.QueueSettings:
+        """The queue's own settings, else the service's defaults; 503 until the settings
+        topic was read to its end (a restarted instance must not apply the defaults)."""
+        if not self.settings.ready.is_set():
+            await asyncio.to_thread(self.settings.ready.wait, 30.0)
+            if not self.settings.ready.is_set():
+                raise ApiError(503, CONSUME_MSG_ERROR, "Queue settings not read yet.")
+        return self.settings.get(queue) or self._defaults
+
+    async def _change_settings(
+        self, queue: str, visibility: object, max_deliveries: object
+    ) -> qm.QueueSettings:
+        current = await self._settings_of(queue)
+        if visibility is None and max_deliveries is None:
+            return current
+        wanted = qm.settings_change(
+            current, visibility, max_deliveries, self.cfg.queue_visibility_max_s
+        )
+        if isinstance(wanted, str):
+            raise _bad(wanted)
+        if wanted != current:
+            outcome = await self.publisher.publish(
+                self.cfg.queue_settings_topic, [Record(queue.encode(), wanted.encode())]
+            )
+            if outcome.error is not None:
+                raise ApiError(503, CONSUME_MSG_ERROR, f"Not recorded: {outcome.error}")
+            self.settings.applied(queue, wanted)
+        return wanted
+
+    async def _describe(self, queue: str, partitions: int) -> dict[str, object]:
+        own = await self._settings_of(queue)
         return {
             "queue": queue,
             "deadLetterTopic": qm.dead_letter_topic(queue),
             "partitions": partitions,
-            "maxDeliveries": self.cfg.queue_max_deliveries,
-            "visibilityTimeoutS": self.cfg.queue_visibility_s,
+            "maxDeliveries": own.max_deliveries,
+            "visibilityTimeoutS": own.visibility_s,
         }
 
     # --- endpoints -------------------------------------------------------------------------
@@ -130,11 +175,28 @@ class QueueHandlers:
         for topic in (queue, dead):
             await self.admin.ensure(topic, int(partitions) or self.cfg.default_partitions)
         self._dead_letter_ready.add(queue)
-        return _json(self._describe(queue, (await self.admin.topics()).get(queue, 0)))
+        query = request.query
+        await self._change_settings(queue, query.get("visibility"), query.get("maxDeliveries"))
+        return _json(await self._describe(queue, (await self.admin.topics()).get(queue, 0)))
 
     async def queue_info(self, request: web.Request) -> web.Response:
         queue = await self._existing(request)
-        return _json(self._describe(queue, (await self.admin.topics()).get(queue, 0)))
+        return _json(await self._describe(queue, (await self.admin.topics()).get(queue, 0)))
+
+    async def queue_settings(self, request: web.Request) -> web.Response:
+        """Change a queue's visibility timeout and maximum deliveries (kept in Kafka): later
+        receives use them; messages in flight keep the maximum they were handed out with."""
+        queue = await self._existing(request)
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            raise _bad('the body must be {"visibilityTimeoutS": s, "maxDeliveries": n}')
+        await self._change_settings(
+            queue, body.get("visibilityTimeoutS"), body.get("maxDeliveries")
+        )
+        return _json(await self._describe(queue, (await self.admin.topics()).get(queue, 0)))
 
     async def queue_send(self, request: web.Request) -> web.Response:
         started = time.monotonic()
@@ -157,10 +219,9 @@ class QueueHandlers:
         count = request.query.get("max", "1")
         if not count.isdigit() or not 1 <= int(count) <= self.cfg.poll_limit:
             raise ApiError(400, CONSUME_MSG_ERROR, f"max must be 1-{self.cfg.poll_limit}")
+        own = await self._settings_of(queue)
         visibility = qm.visibility_ms(
-            request.query.get("visibility"),
-            self.cfg.queue_visibility_s,
-            self.cfg.queue_visibility_max_s,
+            request.query.get("visibility"), own.visibility_s, self.cfg.queue_visibility_max_s
         )
         if visibility is None:
             raise ApiError(
@@ -180,7 +241,7 @@ class QueueHandlers:
             fetched = await consumer.fetch(int(count), wait_s)
             if not fetched:
                 return _json({"messages": []})
-            handles = await self._start(queue, fetched, visibility)
+            handles = await self._start(queue, fetched, visibility, own.max_deliveries)
             await consumer.commit(fetched)  # the markers own them now
         return _json(
             {
@@ -198,7 +259,9 @@ class QueueHandlers:
             }
         )
 
-    async def _start(self, queue: str, fetched: list[Received], visibility: int) -> list[qm.Handle]:
+    async def _start(
+        self, queue: str, fetched: list[Received], visibility: int, max_deliveries: int
+    ) -> list[qm.Handle]:
         deadline = int(time.time() * 1000) + visibility
         handles = [
             qm.Handle(queue, r.partition, r.offset, uuid.uuid4().hex, deadline, r.count + 1)
@@ -207,7 +270,7 @@ class QueueHandlers:
         markers = [
             Record(
                 qm.marker_key(queue, r.partition),
-                qm.start_marker(h, self.cfg.queue_max_deliveries, r.key, r.value),
+                qm.start_marker(h, max_deliveries, r.key, r.value),
             )
             for h, r in zip(handles, fetched, strict=True)
         ]

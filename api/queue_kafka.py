@@ -66,8 +66,15 @@ class QueueConsumer(BufferedMember[Received]):
     """One queue's member of its receivers' group; a request holds :attr:`lock` from fetch to
     commit (what was fetched beyond a receive's count waits in the buffer, uncommitted)."""
 
-    def __init__(self, bootstrap: str, queue: str, *, buffer_max: int = 1000) -> None:
-        super().__init__(buffer_max)
+    def __init__(
+        self,
+        bootstrap: str,
+        queue: str,
+        *,
+        buffer_max: int = 1000,
+        draining: threading.Event | None = None,
+    ) -> None:
+        super().__init__(buffer_max, draining)
         self.queue = queue
         settings = {
             "bootstrap.servers": bootstrap,
@@ -159,7 +166,9 @@ class MarkerTracker:
                     self._bootstrap, self.markers, self._partitions, self._max_bytes
                 )
             except KafkaException as exc:
-                log.warning("queue markers topic %s: %s", self.markers, exc)
+                # the error, not the exception: its traceback would keep the admin client
+                # (and its reconnects) alive in whatever keeps log records
+                log.warning("queue markers topic %s: %s", self.markers, exc.args[0])
                 self._stop.wait(2.0)
                 continue
             self._consumer.subscribe(

@@ -218,6 +218,60 @@ class MarkerTable:
         return min(f.marker_offset for f in self.pending.values())
 
 
+# --- a queue's own settings -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's visibility timeout (a receive without ``visibility``) and deliveries before
+    its dead-letter topic; kept on the compacted queue-settings topic keyed by queue."""
+
+    visibility_s: float
+    max_deliveries: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"visibilityTimeoutS": self.visibility_s,
+                             "maxDeliveries": self.max_deliveries})  # fmt: skip
+
+
+def decode_settings(raw: bytes | None) -> QueueSettings | None:
+    """A record of the settings topic; None for a tombstone or anything unreadable."""
+    if not raw:
+        return None
+    try:
+        data = orjson.loads(raw)
+        found = QueueSettings(float(data["visibilityTimeoutS"]), int(data["maxDeliveries"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    return found if found.visibility_s > 0 and found.max_deliveries >= 1 else None
+
+
+def settings_change(
+    base: QueueSettings, visibility: object, max_deliveries: object, max_visibility_s: float
+) -> QueueSettings | str:
+    """``base`` with the given values (None: unchanged; numbers or numeric strings, as query
+    parameters or JSON); the problem as text when one is out of range."""
+    visibility_s, deliveries = base.visibility_s, base.max_deliveries
+    try:
+        if visibility is not None and visibility != "":
+            if isinstance(visibility, bool):
+                raise TypeError
+            visibility_s = float(visibility)  # type: ignore[arg-type]
+        if max_deliveries is not None and max_deliveries != "":
+            if isinstance(max_deliveries, bool) or (
+                isinstance(max_deliveries, float) and not max_deliveries.is_integer()
+            ):
+                raise TypeError
+            deliveries = int(max_deliveries)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return "visibilityTimeoutS must be a number and maxDeliveries a whole number"
+    if not 0 < visibility_s <= max_visibility_s:
+        return f"visibilityTimeoutS must be seconds in (0, {max_visibility_s}]"
+    if not 1 <= deliveries <= 1000:
+        return "maxDeliveries must be 1-1000"
+    return QueueSettings(visibility_s, deliveries)
+
+
 # --- request parameters ---------------------------------------------------------------------
 
 
@@ -274,6 +328,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     },
                 },
             }
+        },
+    },
+    "QueueSettings": {
+        "type": "object",
+        "properties": {
+            "visibilityTimeoutS": {"type": "number"},
+            "maxDeliveries": {"type": "integer", "minimum": 1, "maximum": 1000},
         },
     },
     "ReceiptHandles": {

@@ -28,7 +28,7 @@ class Route:
     params: tuple[Param, ...] = ()
     body: tuple[str, ...] = ()  # media types the request body may have
     body_schema: str | None = None  # a name in api.openapi.SCHEMAS
-    ok: str = "json"  # "json", "text", "prometheus" or "event-stream"
+    ok: str = "json"  # "json", "text", "prometheus", "event-stream" or "asset" (js/css)
     ok_schema: str | None = None
     errors: tuple[int, ...] = ()
 
@@ -96,9 +96,19 @@ SAWMILL_ROUTES: tuple[Route, ...] = (
 
 QUEUE_ROUTES: tuple[Route, ...] = (
     Route("PUT", "/queues/{queue}", "queue_create",
-          "Create a queue: its topic and its dead-letter topic (`?partitions=`).", "queues",
-          params=(QUEUE, Param("partitions", "query", "Partitions (0: the default).", INT)),
+          "Create a queue: its topic and its dead-letter topic (`?partitions=`), with its own "
+          "visibility timeout and maximum deliveries if given (kept in Kafka).", "queues",
+          params=(QUEUE, Param("partitions", "query", "Partitions (0: the default).", INT),
+                  Param("visibility", "query", "The queue's visibility timeout in s.",
+                        {"type": "number"}),
+                  Param("maxDeliveries", "query",
+                        "Deliveries before the dead-letter topic (1-1000).", INT)),
           ok_schema="Queue", errors=(400, 503)),
+    Route("PUT", "/queues/{queue}/settings", "queue_settings",
+          "Change a queue's visibility timeout and maximum deliveries (its administrators; "
+          "kept in Kafka, every instance applies them).", "queues",
+          params=(QUEUE,), body=("application/json",), body_schema="QueueSettings",
+          ok_schema="Queue", errors=(400, 403, 404, 503)),
     Route("GET", "/queues/{queue}", "queue_info", "A queue's settings.", "queues",
           params=(QUEUE,), ok_schema="Queue", errors=(400, 404, 503)),
     Route("POST", "/queues/{queue}/messages", "queue_send",
@@ -328,5 +338,18 @@ OPERATOR_ROUTES: tuple[Route, ...] = (
           params=(OPS_TENANT, Param("cascade", "query", "true: delete what it holds too.")),
           ok_schema="Deleted", errors=(403, 404, 409, 503)),
 )  # fmt: skip
-# after MR's rows: sawmill's facade, the queues, the operator routes, HTTP devices
-ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES + OPERATOR_ROUTES + DEVICE_ROUTES
+# the interactive page over /openapi.json (api.docs_page): Swagger UI from its PyPI package
+DOCS_ROUTES: tuple[Route, ...] = (
+    Route("GET", "/docs", "docs_page",
+          "Interactive API page: every endpoint of /openapi.json, readable and tried from the "
+          "browser (Swagger UI, served from this service: no network needed).", "service",
+          ok="text"),
+    Route("GET", "/docs/swagger-ui.css", "docs_asset", "The page's style sheet.", "service",
+          ok="asset", errors=(404,)),
+    Route("GET", "/docs/swagger-ui-bundle.js", "docs_asset", "The page's Swagger UI.",
+          "service", ok="asset", errors=(404,)),
+    Route("GET", "/docs/init.js", "docs_asset", "The page's start: render /openapi.json.",
+          "service", ok="asset", errors=(404,)),
+)  # fmt: skip
+# after MR's rows: sawmill's facade, the queues, the operator routes, HTTP devices, the page
+ROUTES += SAWMILL_ROUTES + QUEUE_ROUTES + OPERATOR_ROUTES + DEVICE_ROUTES + DOCS_ROUTES

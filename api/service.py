@@ -15,6 +15,7 @@ from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
 from api.console.app import Console, build_console_app
 from api.console.config import ConsoleConfig
+from api.docs_page import DocsPageHandlers
 from api.http_devices import DeviceHandlers
 from api.kafka_admin import TopicAdmin
 from api.kafka_consumers import ConsumerPool
@@ -24,6 +25,7 @@ from api.metrics import ApiMetrics
 from api.operator_app import OperatorHandlers
 from api.queue_app import QueueHandlers
 from api.sawmill_app import SawmillHandlers
+from api.tls import server_context
 from api.topic_access import AclHandlers, TopicGuard
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class ApiService:
             await self.auth.start()
         handlers = Handlers(self.cfg, self.admin, self.publisher, self.pool, ApiMetrics())
         self.sawmill = SawmillHandlers(self.cfg, self.admin, self.publisher, self.auth)
-        self.queues = QueueHandlers(self.cfg, self.admin, self.publisher)
+        self.queues = QueueHandlers(self.cfg, self.admin, self.publisher, self.pool.draining)
         self.queues.start()
         self.operator = OperatorHandlers(self.cfg)  # commands and devices over HTTP
         handlers.guard = TopicGuard(self.auth)
@@ -94,6 +96,7 @@ class ApiService:
             self.queues,
             self.operator,
             self.devices,
+            DocsPageHandlers(),  # GET /docs: Swagger UI over /openapi.json
         )
         app = build_app(handlers, self.auth, extra)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
@@ -110,6 +113,13 @@ class ApiService:
             handler_cancellation=True,  # a client gone mid long poll ends its request
         )
         await self._runner.setup()
+        if self.cfg.tls_port:  # the same app over HTTPS (docs/api.md), up before HTTP answers
+            context = await asyncio.to_thread(server_context, self.cfg)
+            tls = web.TCPSite(
+                self._runner, self.cfg.api_host, self.cfg.tls_port, ssl_context=context
+            )
+            await tls.start()
+            log.info("iot-api listening on https://%s:%d", self.cfg.api_host, self.cfg.tls_port)
         site = web.TCPSite(self._runner, self.cfg.api_host, self.cfg.api_port)
         await site.start()
         server = site._server  # the bound port when 0 was asked for
@@ -124,25 +134,29 @@ class ApiService:
         self.started.set()
 
     async def stop(self) -> None:
-        if self.sawmill is not None:
-            self.sawmill.close()  # event streams end; their clients resume from their id
-        if self.operator is not None:
-            self.operator.closing.set()  # device telemetry streams end too
-        if self._runner is not None:
-            await self._runner.cleanup()  # stop accepting, let requests in flight finish
-        if self.queues is not None:
-            await self.queues.close()
-        if self.operator is not None:
-            await self.operator.close()
-        if self.devices is not None:
-            await self.devices.close(self.cfg.shutdown_timeout_s)
-        await self.pool.close()
-        if self.health is not None:
-            await self.health.close()
-        await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
-        self.admin.close()
-        if self.auth is not None:
-            self.auth.close()
+        """Also after a failed :meth:`start`: every Kafka client made so far is freed."""
+        self.pool.draining.set()  # long polls and receives answer now with what they have
+        try:
+            if self.sawmill is not None:
+                self.sawmill.close()  # event streams end; their clients resume from their id
+            if self.operator is not None:
+                self.operator.closing.set()  # device telemetry streams end too
+            if self._runner is not None:
+                await self._runner.cleanup()  # stop accepting; the answers in flight finish
+            if self.queues is not None:
+                await self.queues.close()
+            if self.operator is not None:
+                await self.operator.close()
+            if self.devices is not None:
+                await self.devices.close(self.cfg.shutdown_timeout_s)
+            await self.pool.close()
+        finally:
+            if self.health is not None:
+                await self.health.close()
+            await asyncio.to_thread(self.publisher.close, self.cfg.shutdown_timeout_s)
+            self.admin.close()
+            if self.auth is not None:
+                self.auth.close()
         log.info("iot-api stopped")
 
     async def run(self) -> None:
@@ -151,8 +165,8 @@ class ApiService:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await self.start()
         try:
+            await self.start()
             await stop.wait()
         finally:
             await self.stop()

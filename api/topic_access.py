@@ -39,6 +39,7 @@ ROUTE_ACCESS: dict[str, Access] = {
     "queue_receive": Access.READ,  # receiving, acking and nacking are a reader's work
     "queue_ack": Access.READ,
     "queue_nack": Access.READ,
+    "queue_settings": Access.MANAGE,  # a queue's timeout and maximum: its administrators'
 }
 PRINCIPAL = web.RequestKey("principal", Principal)  # the authenticated caller of a request
 

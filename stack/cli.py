@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         "acknowledged messages at most (default 1000; 0 = every IOT_MQTT_AUTOSAVE_INTERVAL s; env "
         "IOT_MQTT_AUTOSAVE_CHANGES)",
     )  # fmt: skip
+    common.add_argument(
+        "--api-tls-port", type=int,
+        help="also serve iot-api over HTTPS on this port, with the appliance CA's server "
+        "certificate (<data-dir>/ca; env IOT_STACK_API_TLS_PORT)",
+    )  # fmt: skip
     common.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -198,6 +203,7 @@ def _config(args: argparse.Namespace) -> StackConfig:
         commands_http_port=args.commands_http_port,
         api_port=args.api_port,
         mqtt_autosave_changes=args.mqtt_autosave_changes,
+        api_tls_port=getattr(args, "api_tls_port", None),
         with_api=getattr(args, "with_api", None),
         api_console=getattr(args, "api_console", None),
         commands_mode=getattr(args, "commands_mode", None),

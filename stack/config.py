@@ -140,6 +140,11 @@ class StackConfig:
         "IOT_STACK_API", True, "start iot-api (the HTTP door, docs/api.md) with the servers"
     )
     api_port: int = _setting("IOT_STACK_API_PORT", 3904, "iot-api's HTTP port")
+    api_tls_port: int = _setting(
+        "IOT_STACK_API_TLS_PORT", 0,
+        "iot-api's HTTPS port (0 = none), with the appliance CA's server certificate "
+        "(<data-dir>/ca, made on first use)",
+    )  # fmt: skip
     api_console: bool = _setting(
         "IOT_STACK_CONSOLE", False, "serve the operator console under iot-api's /console"
     )
@@ -230,6 +235,8 @@ class StackConfig:
             value = getattr(self, name)
             if not 1 <= value <= 65535:
                 raise StackError(f"{name} must be a fixed TCP port, got {value}")
+        if not 0 <= self.api_tls_port <= 65535:
+            raise StackError(f"api_tls_port must be a TCP port or 0, got {self.api_tls_port}")
         if not 1 <= self.bridges <= MAX_BRIDGES:
             raise StackError(f"bridges must be 1-{MAX_BRIDGES}, got {self.bridges}")
         bridge_ports = [self.bridge_http_port_of(i) for i in range(1, self.bridges + 1)]

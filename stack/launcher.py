@@ -267,6 +267,11 @@ class Stack:
         }
         if not cfg.insecure_anonymous:
             env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+        if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
+            env |= {
+                "IOT_TLS_PORT": str(cfg.api_tls_port),
+                "IOT_TLS_CA_DIR": str(cfg.data_dir / "ca"),
+            }
         if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
             host = cfg.connect_host
             env |= {

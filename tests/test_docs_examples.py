@@ -21,7 +21,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ RUN = {
             "localhost:3904/push/demo-saw",
             "curl -s 'localhost:3904/latest/demo-saw?offset=5'",
             "curl -s -N localhost:3904/realtime/demo-saw",
-            "curl -s -X PUT 'localhost:3904/queues/jobs?partitions=3'",
+            "curl -s -X PUT 'localhost:3904/queues/jobs?partitions=3&maxDeliveries=5'",
             "curl -s -X POST -H 'Content-Type: application/json' "
             '-d \'[{"job": 1}, {"job": 2}]\' localhost:3904/queues/jobs/messages',
             "curl -s -X POST "
@@ -162,6 +162,14 @@ RUN = {
             '-d \'{"ts": 1700000000000, "seq": 1}\' localhost:3904/telemetry/default/pump-1',
         ),
         "test_api_device_examples_run",
+    ),
+    **dict.fromkeys(
+        (
+            "iot-api --kafka-bootstrap localhost:9092 --insecure-anonymous --tls-port 3905 "
+            "--tls-ca-dir var/ca",
+            "curl -s --cacert var/ca/ca.crt https://localhost:3905/healthz",
+        ),
+        "test_api_tls_examples_run",
     ),
 }
 
@@ -838,6 +846,7 @@ def test_api_sawmill_and_queue_examples_run(stack: Any) -> None:
     assert stream_lines[2].startswith("id: ")
     assert stream_lines[3] == 'data: {"t":21.5}\n'
     assert queue["deadLetterTopic"] == f"jobs-{suffix}.dlq"
+    assert queue["maxDeliveries"] == 5
     assert sent["count"] == 2
     assert sorted(m["message"] for m in received["messages"]) == ['{"job":1}', '{"job":2}']
     assert {m["deliveryCount"] for m in received["messages"]} == {1}
@@ -875,6 +884,32 @@ def test_api_device_examples_run(stack: Any, topic_factory: Callable[..., str]) 
     assert good.headers["orig_adapter"] == b"http"
     (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
     assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
+
+
+def test_api_tls_examples_run(stack: Any, tmp_path: Path) -> None:
+    """docs/api.md's TLS lines: the CA made on first use, curl verifying against it."""
+    service, request = _run_by("test_api_tls_examples_run")
+    port, tls_port = _free_port(), _free_port()
+
+    def local(args: Sequence[str]) -> list[str]:
+        return [
+            a.replace("var/ca", str(tmp_path / "ca")).replace("3905", str(tls_port))
+            .replace("localhost:9092", stack.kafka_bootstrap)
+            for a in args
+        ]  # fmt: skip
+
+    argv = [str(Path(sys.executable).parent / "iot-api"), *local(service.argv[1:]),
+            "--api-port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "iot-api")
+        done = subprocess.run(
+            local(request.argv), capture_output=True, text=True, timeout=60, check=True
+        )
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    assert json.loads(done.stdout) == {"status": "ok"}
 
 
 def _free_port() -> int:

@@ -266,3 +266,49 @@ def test_a_killed_instance_loses_nothing(stack: Endpoints) -> None:
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_queues_own_settings_are_kept_in_kafka_across_a_restart(stack: Endpoints) -> None:
+    """Visibility timeout and maximum deliveries set at creation (the service's defaults are
+    30 s and 5) are applied by a restarted instance and changed by the settings endpoint."""
+    settings = {
+        "kafka_bootstrap": stack.kafka_bootstrap, "insecure_anonymous": True,
+        "queue_markers_topic": f"markers.{uuid.uuid4().hex[:12]}",
+        "queue_settings_topic": f"qsettings.{uuid.uuid4().hex[:12]}",
+        "queue_clock_grace_ms": 200,
+    }  # fmt: skip
+    queue = f"q.{uuid.uuid4().hex[:12]}"
+    with running_api(**settings) as svc:
+        api = Client(svc.port)
+        assert api.request("PUT", f"/queues/{queue}?maxDeliveries=0").status == 400
+        made = api.request("PUT", f"/queues/{queue}?visibility=1.5&maxDeliveries=1")
+        assert made.status == 200, made.body
+        assert (made.json()["visibilityTimeoutS"], made.json()["maxDeliveries"]) == (1.5, 1)
+    with running_api(**settings) as svc:  # a new instance reads them back from Kafka
+        api = Client(svc.port)
+        info = api.request("GET", f"/queues/{queue}").json()
+        assert (info["visibilityTimeoutS"], info["maxDeliveries"]) == (1.5, 1)
+        assert api.request("POST", f"/queues/{queue}/messages", "a", "text/plain").status == 200
+        asked_ms = time.time() * 1000
+        (got,) = collect(api, queue, 1, "?timeout=3000")  # no `visibility`: the queue's 1.5 s
+        assert got["deliveryCount"] == 1
+        assert asked_ms + 1500 <= got["visibleAgainMs"] <= time.time() * 1000 + 1500
+        # not acked: one delivery is its maximum, so it goes to the dead letters, not back
+        dead = dead_letters(stack.kafka_bootstrap, f"{queue}.dlq", 1)
+        assert [(v, h["iot-delivery-count"]) for v, h in dead] == [(b"a", b"1")]
+        assert receive(api, queue, "?timeout=2000") == []
+        changed = api.request(
+            "PUT", f"/queues/{queue}/settings", '{"maxDeliveries": 2}', "application/json"
+        )
+        assert changed.status == 200, changed.body
+        assert (changed.json()["visibilityTimeoutS"], changed.json()["maxDeliveries"]) == (1.5, 2)
+        bad = api.request("PUT", f"/queues/{queue}/settings", '{"visibilityTimeoutS": -1}',
+                          "application/json")  # fmt: skip
+        assert bad.status == 400
+        assert (
+            api.request("PUT", "/queues/q.none-such/settings", "{}", "application/json").status
+            == 404
+        )
+    with running_api(**settings) as svc:
+        info = Client(svc.port).request("GET", f"/queues/{queue}").json()
+        assert info["maxDeliveries"] == 2

@@ -182,6 +182,13 @@ def test_iot_api_uses_registry_auth_unless_the_stack_is_anonymous(tmp_path: Path
     assert "IOT_REGISTRY_ADMIN_PASSWORD_FILE" not in anonymous  # no admin client to log in as
 
 
+def test_iot_api_tls_port_serves_the_appliance_cas_certificate(tmp_path: Path) -> None:
+    env = _stack(tmp_path, api_tls_port=13905).api().env
+    assert env["IOT_TLS_PORT"] == "13905"
+    assert env["IOT_TLS_CA_DIR"] == str(tmp_path / "ca")  # iot-devices --ca-dir <data-dir>/ca
+    assert "IOT_TLS_PORT" not in _stack(tmp_path).api().env  # off by default
+
+
 def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
     tmp_path: Path,
 ) -> None:
