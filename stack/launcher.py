@@ -264,9 +264,15 @@ class Stack:
             # devices added over HTTP (/ops) reach Mosquitto as svc/registry
             "IOT_REGISTRY_MQTT_HOST": cfg.connect_host,
             "IOT_REGISTRY_MQTT_PORT": str(cfg.mqtt_port),
+            # HTTP devices' commands: one MQTT session per device, as svc/api
+            "IOT_MQTT_HOST": cfg.connect_host,
+            "IOT_MQTT_PORT": str(cfg.mqtt_port),
         }
         if not cfg.insecure_anonymous:
             env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+            api_login = account_login(cfg.secrets_dir, "api")
+            env["IOT_MQTT_USERNAME"] = api_login.username
+            env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
         if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
             env |= {
                 "IOT_TLS_PORT": str(cfg.api_tls_port),

@@ -54,7 +54,12 @@ OFFLINE_MIN_DEVICES = 200
 SIMULATED_FLEET_HASH = ScryptParams(log2_n=10)
 Offline = Callable[[Sequence[Command]], None]  # applies dynsec commands to a stopped Mosquitto
 # account name -> its role; the user name is svc/<name> (registry.topics)
-SERVICE_ACCOUNTS: dict[str, Role] = {"bridge": Role.BRIDGE, "commands": Role.COMMANDS}
+# (`api`: iot-api's MQTT sessions for HTTP devices' commands, docs/api.md "HTTP devices")
+SERVICE_ACCOUNTS: dict[str, Role] = {
+    "bridge": Role.BRIDGE,
+    "commands": Role.COMMANDS,
+    "api": Role.API,
+}
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
     for dep in ("mosquitto", "kafka"):
         assert init["depends_on"][dep] == {"condition": "service_healthy"}
     # the services log in with the accounts auth-init creates, passwords read from files
-    for name, user in (("bridge", "svc/bridge"), ("commands", "svc/commands")):
+    for name, user in (("bridge", "svc/bridge"), ("commands", "svc/commands"), ("api", "svc/api")):
         env = _env(SERVICES[name])
         assert env["IOT_MQTT_USERNAME"] == user, name
         assert env["IOT_MQTT_PASSWORD_FILE"] == f"/secrets/{user.split('/')[1]}.secret", name

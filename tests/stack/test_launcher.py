@@ -173,13 +173,19 @@ def test_iot_api_uses_registry_auth_unless_the_stack_is_anonymous(tmp_path: Path
         "IOT_REGISTRY_AUTH": "1",
         "IOT_REGISTRY_MQTT_HOST": "127.0.0.1",
         "IOT_REGISTRY_MQTT_PORT": str(stack.config.mqtt_port),
+        "IOT_MQTT_HOST": "127.0.0.1",
+        "IOT_MQTT_PORT": str(stack.config.mqtt_port),
         "IOT_REGISTRY_ADMIN_PASSWORD_FILE": str(tmp_path / "secrets/registry-admin.secret"),
+        # HTTP devices' commands: iot-api's MQTT sessions log in as the `api` service account
+        "IOT_MQTT_USERNAME": "svc/api",
+        "IOT_MQTT_PASSWORD_FILE": str(tmp_path / "secrets/api.secret"),
     }
     assert stack.endpoints()["api"] == "http://127.0.0.1:13904"
     anonymous = _stack(tmp_path, insecure_anonymous=True).api().env
     assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
     assert "IOT_REGISTRY_AUTH" not in anonymous
     assert "IOT_REGISTRY_ADMIN_PASSWORD_FILE" not in anonymous  # no admin client to log in as
+    assert "IOT_MQTT_USERNAME" not in anonymous
 
 
 def test_iot_api_tls_port_serves_the_appliance_cas_certificate(tmp_path: Path) -> None:
