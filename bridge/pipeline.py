@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from bridge.config import BridgeConfig
+from bridge.flush import AdaptiveLinger, LingerPolicy
 from bridge.mapping import (
     ErrorCode,
     KafkaRecord,
@@ -55,6 +56,9 @@ FATAL_DELIVERY_CODES = frozenset(
 _RESUME_FRACTION = 0.8
 _FAST_TICK_S = 0.001
 _IDLE_TICK_S = 0.1
+# flush()'s wait for an early send: long enough for librdkafka's broker thread to wake up and
+# see the flush (a zero wait often returned before it did, and the batch kept lingering)
+_FLUSH_WAIT_S = 0.001
 
 
 def _tenant_of(topic: str) -> str:
@@ -104,6 +108,18 @@ class TelemetryPipeline:
         self._poll_stop = threading.Event()
         self._fatal: str | None = None
         self._bad_generation = -1
+        self.produced_count = 0  # messages handed to the producer (the adaptive linger's input)
+        self.linger: AdaptiveLinger | None = None
+        if config.kafka_adaptive_linger_ms:
+            top = min(config.kafka_adaptive_linger_ms, config.kafka_linger_ms) / 1000
+            self.linger = AdaptiveLinger(
+                LingerPolicy(
+                    min_s=0.0,
+                    max_s=top,
+                    high_rate=float(config.kafka_adaptive_high_rate),
+                ),
+                time.monotonic(),
+            )
 
     # --- MQTT side (event loop) --------------------------------------------------------------
 
@@ -147,6 +163,7 @@ class TelemetryPipeline:
         )
         window = self.window
         window.add(entry)
+        self.produced_count += 1
         if not self._tick_fast:
             self._speed_up_ticks()
         if self._backlog:
@@ -254,10 +271,18 @@ class TelemetryPipeline:
         PUBACK writes on one thread: no GIL hand-offs or cross-thread wake-ups per batch.
         """
         self._tick_handle = None
-        self.last_tick = time.monotonic()
-        if self._producer is None or self._poll_stop.is_set():
+        now = self.last_tick = time.monotonic()
+        producer = self._producer
+        if producer is None or self._poll_stop.is_set():
             return
-        if self._producer.poll(0):
+        served = producer.poll(0)
+        linger = self.linger
+        if linger is not None and linger.due(now, self.produced_count):
+            # the rate is low: send what lingers now (flush treats linger.ms as expired)
+            producer.flush(_FLUSH_WAIT_S)
+            linger.flushed(self.produced_count)
+            served = 1
+        if served:
             self._drain()
         busy = bool(self.window.count or self._backlog)
         self._tick_fast = busy
