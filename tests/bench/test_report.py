@@ -43,6 +43,7 @@ def test_markdown_states_the_targets(tmp_path: Path) -> None:
     text = paths["md"].read_text()
     assert "sustains **0.90** of the same-run Mosquitto one-to-one ceiling" in text
     assert "| 1024 | 1,000 | 2 | 60,000 | 1.33 |" in text
+    assert "### Spread over the repeated throughput runs" in text
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

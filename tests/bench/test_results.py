@@ -148,3 +148,34 @@ def test_keep_best_prefers_runs_without_loss() -> None:
     assert keep_best(runs) is runs[1]
     lossy = [_r(OURS, 1024, 30_000.0, lost=5), _r(OURS, 1024, 20_000.0, lost=1)]
     assert keep_best(lossy) is lossy[0]
+
+
+def test_spread_over_repeated_runs_pairs_rounds() -> None:
+    from bench.results import fmt_range, paired_ratios, spread_table, throughput_runs, value_range
+
+    def rep(contender: str, rate: float, cpu: float) -> RunResult:
+        r = _r(contender, 1024, rate, cpu_s_per_million=cpu)
+        r.scenario = "throughput-repeat"
+        return r
+
+    results = [
+        _r(LIMIT, 1024, 60_000.0),
+        _r(OURS, 1024, 54_000.0, cpu_s_per_million=9.0),
+        rep(LIMIT, 40_000.0, 3.0),
+        rep(OURS, 30_000.0, 12.0),
+        rep(LIMIT, 50_000.0, 3.0),
+        RunResult(OURS, "throughput-repeat", 1024, 1000, 1, error="boom"),
+    ]
+    ours = throughput_runs(results, OURS, 1024)
+    assert [r.msgs_per_s for r in ours] == [54_000.0, 30_000.0]  # the failed run is left out
+    assert paired_ratios(ours, throughput_runs(results, LIMIT, 1024)) == [0.9, 0.75]
+    assert value_range([None, 2.0, 1.0]) == (1.0, 2.0, 2)
+    assert value_range([None]) is None
+    assert fmt_range((0.75, 0.9, 2), 2) == "0.75-0.90"
+    assert fmt_range((5.0, 5.0, 1)) == "5"
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in spread_table(results, [1024]).splitlines()[2:]
+    }
+    assert rows[OURS] == ["1024", "2", "30,000-54,000", "0.75-0.90", "1.00", "9.0-12.0", "-"]
+    assert rows[LIMIT][1:4] == ["3", "40,000-60,000", "1.00"]
