@@ -93,6 +93,11 @@ def measure(messages: int, payload_bytes: int, rounds: int) -> list[float]:
     from bridge.service import TelemetryBridge
 
     data = _packets(1000, messages, payload_bytes)
+    import bridge.service
+
+    tune = getattr(bridge.service, "tune_gc", None)  # absent in older checkouts
+    if tune is not None:
+        tune()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     cfg = BridgeConfig(pending_max_messages=messages * 2, pending_max_bytes=1 << 40)
