@@ -93,9 +93,9 @@ def measure(messages: int, payload_bytes: int, rounds: int) -> list[float]:
     from bridge.service import TelemetryBridge
 
     data = _packets(1000, messages, payload_bytes)
-    import bridge.service
+    from bridge import service as bridge_service
 
-    tune = getattr(bridge.service, "tune_gc", None)  # absent in older checkouts
+    tune = getattr(bridge_service, "tune_gc", None)  # absent in older checkouts
     if tune is not None:
         tune()
     loop = asyncio.new_event_loop()
