@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.results import (
     LIMIT,
+    LOW_LOAD,
     OURS,
     RunResult,
     find,
@@ -117,6 +118,17 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
                 f"{ceiling.msgs_per_s:,.0f} msgs/s into Mosquitto at QoS 1: "
                 + "; ".join(parts)
                 + "."
+            )
+    for scenario, label, target in (
+        ("latency", "half of our maximum", "p99 < 50 ms"),
+        (LOW_LOAD, "1 % of our maximum", "p50 < 5 ms, p99 < 20 ms"),
+    ):
+        lat = find(results, OURS, scenario, payload)
+        if lat is not None and lat.latency_p50_ms is not None:
+            lines.append(
+                f"- {payload} B: publish -> Kafka at {label} ({lat.offered_rate or 0:,.0f} "
+                f"msgs/s): our bridge p50 {lat.latency_p50_ms:.0f} / p99 "
+                f"{lat.latency_p99_ms or 0:.0f} ms (target {target})."
             )
     if ours is not None and ours.lost is not None:
         lines.append(

@@ -120,7 +120,7 @@ class RunResult:
     """One contender measured in one scenario. None = not measured / not applicable."""
 
     contender: str
-    scenario: str  # "throughput", "latency" or "scaling"
+    scenario: str  # "throughput", "latency", "latency-low" or "scaling"
     payload_bytes: int
     devices: int
     qos: int
@@ -209,6 +209,7 @@ def find(
 
 LIMIT = "mosquitto-limit"
 OURS = "iot-bridge-qos1"
+LOW_LOAD = "latency-low"  # the latency scenario at 1 % of our maximum
 CHECK_COLUMNS = ("lost", "dup", "reordered")  # what reading the topic back found
 
 
@@ -314,6 +315,7 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
     head += [
         "p50 ms (half load)",
         "p99 ms (half load)",
+        "p50 / p99 ms (1 % load)",
         "CPU s / M msgs",
         "peak RSS MB",
         *CHECK_COLUMNS,
@@ -348,17 +350,22 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
                     dup += r.duplicates or 0
                     reord += r.reordered or 0
         lat = find(results, name, "latency")
+        low = find(results, name, LOW_LOAD)
         row += [
             fmt_number(lat.latency_p50_ms, 1) if lat else "-",
             fmt_number(lat.latency_p99_ms, 1) if lat else "-",
+            f"{fmt_number(low.latency_p50_ms, 1)} / {fmt_number(low.latency_p99_ms, 1)}"
+            if low
+            else "-",
             fmt_number(max(cpu_values), 1) if cpu_values else "-",
             fmt_number(max(rss_values), 0) if rss_values else "-",
         ]
-        if lat is not None and lat.lost is not None:
-            known_checks = True
-            lost += lat.lost
-            dup += lat.duplicates or 0
-            reord += lat.reordered or 0
+        for extra in (lat, low):
+            if extra is not None and extra.lost is not None:
+                known_checks = True
+                lost += extra.lost
+                dup += extra.duplicates or 0
+                reord += extra.reordered or 0
         row += (
             [fmt_number(lost), fmt_number(dup), fmt_number(reord)]
             if known_checks

@@ -115,7 +115,7 @@ class Runner:
             offered_rate=rate,
             duration_s=duration,
         )
-        latency = scenario == "latency"
+        latency = scenario.startswith("latency")  # "latency" (half load), "latency-low" (1 %)
         sink: Sink | None = None
         load: LoadGenerator | None = None
         topic: str | None = None

@@ -98,17 +98,23 @@ def test_throughput_table_ratios() -> None:
         _r(OURS, 1024, 34_000.0, lost=0, duplicates=0, reordered=0, cpu_s_per_million=20.0),
         _r("naive-bridge", 1024, 8_500.0, lost=0, duplicates=3, reordered=0),
         RunResult(OURS, "latency", 1024, 1000, 1, latency_p50_ms=4.0, latency_p99_ms=12.5),
+        RunResult(
+            OURS, "latency-low", 1024, 1000, 1, latency_p50_ms=2.0, latency_p99_ms=9.0, lost=2
+        ),
     ]
     table = throughput_table(results, [1024])
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     ours = [c.strip() for c in rows[OURS].split("|")[1:-1]]
-    # contender, msgs/s, vs limit, vs ours, p50, p99, cpu, rss, lost, dup, reordered
+    # contender, msgs/s, vs limit, vs ours, p50, p99, p50/p99 at 1 %, cpu, rss, lost, dup, reord
     assert ours[1:5] == ["34,000", "0.85", "1.00", "4.0"]
     assert ours[5] == "12.5"
-    assert ours[6] == "20.0"
+    assert ours[6] == "2.0 / 9.0"
+    assert ours[7] == "20.0"
+    assert ours[9] == "2"  # the low-load run's losses count too
     naive = [c.strip() for c in rows["naive-bridge"].split("|")[1:-1]]
     assert naive[2:4] == ["0.21", "0.25"]
-    assert naive[8:11] == ["0", "3", "0"]
+    assert naive[6] == "-"
+    assert naive[9:12] == ["0", "3", "0"]
 
 
 def test_scaling_table_relative_to_one_process() -> None:
