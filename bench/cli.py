@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                 int,
                 None,
                 "throughput runs per contender and payload, interleaved; the best counts "
-                "(default 2; --quick: 1)",
+                "(default 3; --quick: 1); the report gives min-max over them",
             ),
         ],
     )
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         latency=not args.no_latency,
         scaling=not args.no_scaling,
         bridge_processes=processes,
-        repeats=args.repeat or (1 if args.quick else 2),
+        repeats=args.repeat or (1 if args.quick else 3),
         bridge_settings=tuple(settings),
         mq_bridge_args=tuple(args.mq_bridge_args.split()),
         out_dir=args.out,

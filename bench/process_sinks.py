@@ -88,6 +88,9 @@ class ProcessSink(Sink):
     def extra_topics(self) -> list[str]:
         return []
 
+    def cwd(self) -> Path:
+        return ROOT
+
     def process_ready(self, _index: int) -> bool:
         return True
 
@@ -101,7 +104,7 @@ class ProcessSink(Sink):
                 self._procs.append(
                     subprocess.Popen(
                         argv,
-                        cwd=ROOT,
+                        cwd=self.cwd(),
                         env=env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
@@ -189,15 +192,21 @@ class OurBridgeSink(ProcessSink):
         *args: Any,
         processes: int = 1,
         settings: dict[str, str] | None = None,
+        root: Path | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.processes = processes
         self.settings = dict(settings or {})
+        # another checkout of the project (A/B runs of two versions of the bridge)
+        self.root = root
         self._ports = [free_port() for _ in range(processes)]
 
     def extra_topics(self) -> list[str]:
         return [f"{self.topic}.{kind}" for kind in ("events", "dlq", "presence")]
+
+    def cwd(self) -> Path:
+        return self.root or ROOT
 
     def commands(self) -> list[tuple[list[str], dict[str, str]]]:
         out = []
@@ -220,6 +229,8 @@ class OurBridgeSink(ProcessSink):
             if self.processes > 1:
                 env["IOT_MQTT_SHARE_GROUP"] = f"bench{stamp}"
             env.update({"IOT_" + k.upper(): v for k, v in self.settings.items()})
+            if self.root is not None:
+                env["PYTHONPATH"] = str(self.root)
             out.append(([sys.executable, "-m", "bridge.cli"], _python_env(env)))
         return out
 

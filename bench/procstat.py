@@ -58,3 +58,21 @@ class CpuMeter:
         if not self._start:
             return None
         return sum(self._last[p] - self._start[p] for p in self._start)
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU seconds per thread name of a process (threads of one name summed)."""
+    out: dict[str, float] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICKS
+    return out

@@ -120,7 +120,7 @@ class RunResult:
     """One contender measured in one scenario. None = not measured / not applicable."""
 
     contender: str
-    scenario: str  # "throughput", "latency" or "scaling"
+    scenario: str  # "throughput", "latency", "latency-low" or "scaling"
     payload_bytes: int
     devices: int
     qos: int
@@ -209,11 +209,98 @@ def find(
 
 LIMIT = "mosquitto-limit"
 OURS = "iot-bridge-qos1"
+LOW_LOAD = "latency-low"  # the latency scenario at 1 % of our maximum
 CHECK_COLUMNS = ("lost", "dup", "reordered")  # what reading the topic back found
 
 
 def _check_cells(r: RunResult) -> list[str]:
     return [fmt_number(r.lost), fmt_number(r.duplicates), fmt_number(r.reordered)]
+
+
+def throughput_runs(
+    results: Iterable[RunResult], contender: str, payload_bytes: int
+) -> list[RunResult]:
+    """Every throughput run (the best and its repeats) of a contender, in run order, without
+    failed ones: round i of one contender pairs with round i of another."""
+    return [
+        r
+        for r in results
+        if r.contender == contender
+        and r.payload_bytes == payload_bytes
+        and r.processes == 1
+        and r.scenario in ("throughput", "throughput-repeat")
+        and r.error is None
+        and r.msgs_per_s is not None
+    ]
+
+
+def value_range(values: Iterable[float | None]) -> tuple[float, float, int] | None:
+    """(min, max, count) of the known values; None if there are none."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    return min(known), max(known), len(known)
+
+
+def paired_ratios(runs: Sequence[RunResult], refs: Sequence[RunResult]) -> list[float]:
+    """msgs/s of run i over reference run i (same round), for every pair both have."""
+    out = []
+    for r, ref in zip(runs, refs, strict=False):
+        v = ratio(r.msgs_per_s, ref.msgs_per_s)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def fmt_range(rng: tuple[float, float, int] | None, digits: int = 0) -> str:
+    """``min-max`` (a single value when they agree or there was one run); ``-`` if unknown."""
+    if rng is None:
+        return "-"
+    lo, hi, _n = rng
+    if fmt_number(lo, digits) == fmt_number(hi, digits):
+        return fmt_number(lo, digits)
+    return f"{fmt_number(lo, digits)}-{fmt_number(hi, digits)}"
+
+
+def spread_table(results: Sequence[RunResult], payloads: Sequence[int]) -> str:
+    """Markdown: per contender and payload, min-max over its repeated throughput runs of
+    msgs/s, the ratio to the same round's limit and to ours, CPU per million and peak RSS."""
+    contenders: list[str] = []
+    for res in results:
+        if res.scenario.startswith("throughput") and res.contender not in contenders:
+            contenders.append(res.contender)
+    head = [
+        "contender",
+        "payload B",
+        "runs",
+        "msgs/s min-max",
+        "vs limit min-max (same round)",
+        "vs ours min-max (same round)",
+        "CPU s / M msgs min-max",
+        "peak RSS MB min-max",
+    ]
+    rows: list[list[str]] = []
+    for name in contenders:
+        for p in payloads:
+            runs = throughput_runs(results, name, p)
+            if not runs:
+                continue
+            limit_name = LIMIT + "-qos0" if runs[0].qos == 0 else LIMIT
+            limits = throughput_runs(results, limit_name, p) or throughput_runs(results, LIMIT, p)
+            ours = throughput_runs(results, OURS, p)
+            rows.append(
+                [
+                    name,
+                    str(p),
+                    str(len(runs)),
+                    fmt_range(value_range(r.msgs_per_s for r in runs)),
+                    fmt_range(value_range(paired_ratios(runs, limits)), 2),
+                    fmt_range(value_range(paired_ratios(runs, ours)), 2),
+                    fmt_range(value_range(r.cpu_s_per_million for r in runs), 1),
+                    fmt_range(value_range(r.peak_rss_mb for r in runs)),
+                ]
+            )
+    return "\n".join(md_table(head, rows))
 
 
 def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> str:
@@ -228,6 +315,7 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
     head += [
         "p50 ms (half load)",
         "p99 ms (half load)",
+        "p50 / p99 ms (1 % load)",
         "CPU s / M msgs",
         "peak RSS MB",
         *CHECK_COLUMNS,
@@ -262,17 +350,22 @@ def throughput_table(results: Sequence[RunResult], payloads: Sequence[int]) -> s
                     dup += r.duplicates or 0
                     reord += r.reordered or 0
         lat = find(results, name, "latency")
+        low = find(results, name, LOW_LOAD)
         row += [
             fmt_number(lat.latency_p50_ms, 1) if lat else "-",
             fmt_number(lat.latency_p99_ms, 1) if lat else "-",
+            f"{fmt_number(low.latency_p50_ms, 1)} / {fmt_number(low.latency_p99_ms, 1)}"
+            if low
+            else "-",
             fmt_number(max(cpu_values), 1) if cpu_values else "-",
             fmt_number(max(rss_values), 0) if rss_values else "-",
         ]
-        if lat is not None and lat.lost is not None:
-            known_checks = True
-            lost += lat.lost
-            dup += lat.duplicates or 0
-            reord += lat.reordered or 0
+        for extra in (lat, low):
+            if extra is not None and extra.lost is not None:
+                known_checks = True
+                lost += extra.lost
+                dup += extra.duplicates or 0
+                reord += extra.reordered or 0
         row += (
             [fmt_number(lost), fmt_number(dup), fmt_number(reord)]
             if known_checks

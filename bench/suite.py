@@ -1,7 +1,8 @@
 """The ingest suite: every contender against the same publisher load, in one run.
 
 Order: throughput for each payload size (limit, Kafka's own producer benchmark, our bridge at
-QoS 1 and QoS 0, the naive bridge, mq-bridge), then latency at half of our QoS 1 maximum, then
+QoS 1 and QoS 0, the naive bridge, mq-bridge), then latency at half of our QoS 1 maximum and
+at 1 % of it (the limit, our bridge, mq-bridge), then
 our bridge's scaling (1/2/4 processes on a shared subscription, 1,000 vs 10,000 devices).
 One contender in one scenario: ``bench.suite_runner``; the options and contenders:
 ``bench.suite_options``; the machine: ``bench.machine``.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from bench.machine import loadavg, machine_info
 from bench.progress import say
-from bench.results import LIMIT, OURS, RunResult, find
+from bench.results import LIMIT, LOW_LOAD, OURS, RunResult, find
 from bench.suite_options import (
     ALL_CONTENDERS,
     KAFKA_PERF,
@@ -131,6 +132,11 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
                     record(runner.producer_perf_run("latency", big, half))
                 else:
                     record(runner.mqtt_run(contender, "latency", big, rate=half))
+            # a device population sending little: 1 % of our maximum (the adaptive linger's case)
+            low = max(10.0, round(base / 100, -1))
+            for contender in (LIMIT, OURS, MQB):
+                if contender in want:
+                    record(runner.mqtt_run(contender, LOW_LOAD, big, rate=low))
         if options.scaling and OURS in want:
             for procs in options.bridge_processes:
                 record(runner.mqtt_run(OURS, "scaling", big, processes=procs))

@@ -37,7 +37,7 @@ class SuiteOptions:
     latency: bool = True
     scaling: bool = True
     bridge_processes: tuple[int, ...] = (2, 4)
-    repeats: int = 2  # throughput runs per contender and payload, interleaved; best one counts
+    repeats: int = 3  # throughput runs per contender and payload, interleaved; best one counts
     bridge_settings: tuple[tuple[str, str], ...] = ()  # BridgeConfig overrides for iot-bridge
     mq_bridge_args: tuple[str, ...] = ()  # extra bench.mqbridge_route arguments
     out_dir: Path = ROOT / "bench" / "results"

@@ -9,6 +9,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,10 @@ class Runner:
         self.run = run
         self._topic_n = 0
         self.log_dir = (options.data_dir or Path(tempfile.gettempdir())) / "bench-logs"
+        # hooks of bench.profile_bridge: another checkout of our bridge, and a callback
+        # told the sink once the load starts (to profile it)
+        self.bridge_root: Path | None = None
+        self.on_go: Callable[[Sink], None] | None = None
 
     def topic(self, label: str) -> str:
         self._topic_n += 1
@@ -72,7 +77,10 @@ class Runner:
         sink: ProcessSink
         if contender in (OURS, OURS_QOS0):
             sink = OurBridgeSink(
-                processes=processes, settings=dict(self.opts.bridge_settings), **kw
+                processes=processes,
+                settings=dict(self.opts.bridge_settings),
+                root=self.bridge_root,
+                **kw,
             )
         elif contender == NAIVE:
             sink = NaiveBridgeSink(**kw)
@@ -107,7 +115,7 @@ class Runner:
             offered_rate=rate,
             duration_s=duration,
         )
-        latency = scenario == "latency"
+        latency = scenario.startswith("latency")  # "latency" (half load), "latency-low" (1 %)
         sink: Sink | None = None
         load: LoadGenerator | None = None
         topic: str | None = None
@@ -142,6 +150,8 @@ class Runner:
                 sink.set_latency_from(latency_from)
             t0 = time.monotonic()
             load.go()
+            if self.on_go is not None:
+                self.on_go(sink)
             while True:
                 elapsed = time.monotonic() - t0
                 d = sink.delivered()

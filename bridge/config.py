@@ -79,6 +79,17 @@ class BridgeConfig:
         "shared 2-core box: bigger batches cost Kafka far less CPU; see docs/bridge.md).",
     )
     kafka_batch_size: int = _setting(262144, "Producer batch.size (bytes) per partition batch.")
+    kafka_adaptive_linger_ms: int = _setting(
+        20,
+        "Adaptive linger (bridge/flush.py): below kafka_adaptive_high_rate msgs/s the bridge "
+        "sends a batch once its oldest message has waited from ~1 ms (at 2,000 msgs/s or less) "
+        "up to this many ms (at the high rate) instead of the full kafka_linger_ms; 0 = off.",
+    )
+    kafka_adaptive_high_rate: int = _setting(
+        40000,
+        "Input rate (msgs/s) above which the adaptive linger stops cutting kafka_linger_ms "
+        "short (saturation: full batches save Kafka's CPU).",
+    )
     kafka_compression: str = _setting(
         "lz4", "Producer compression.type: none, gzip, snappy, lz4 or zstd."
     )
@@ -223,6 +234,10 @@ class BridgeConfig:
         need(bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty")
         need(0 <= self.kafka_linger_ms <= 900000, "kafka_linger_ms must be 0-900000")
         need(1 <= self.kafka_batch_size <= 2147483647, "kafka_batch_size must be positive")
+        need(
+            0 <= self.kafka_adaptive_linger_ms <= 60000, "kafka_adaptive_linger_ms must be 0-60000"
+        )
+        need(self.kafka_adaptive_high_rate > 2000, "kafka_adaptive_high_rate must be > 2000")
         need(self.kafka_compression in _COMPRESSIONS, f"kafka_compression must be {_COMPRESSIONS}")
         need(self.kafka_message_timeout_ms >= 0, "kafka_message_timeout_ms must be >= 0")
         try:

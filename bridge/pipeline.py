@@ -15,12 +15,14 @@ import asyncio
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from bridge.config import BridgeConfig
+from bridge.flush import AdaptiveLinger, LingerPolicy
 from bridge.mapping import (
     ErrorCode,
     KafkaRecord,
@@ -53,8 +55,12 @@ FATAL_DELIVERY_CODES = frozenset(
     }
 )
 _RESUME_FRACTION = 0.8
+_CHANNEL_CACHE_MAX = 200_000  # one entry per device channel, like the subscriber's topic cache
 _FAST_TICK_S = 0.001
 _IDLE_TICK_S = 0.1
+# flush()'s wait for an early send: long enough for librdkafka's broker thread to wake up and
+# see the flush (a zero wait often returned before it did, and the batch kept lingering)
+_FLUSH_WAIT_S = 0.001
 
 
 def _tenant_of(topic: str) -> str:
@@ -104,6 +110,22 @@ class TelemetryPipeline:
         self._poll_stop = threading.Event()
         self._fatal: str | None = None
         self._bad_generation = -1
+        self.produced_count = 0  # messages handed to the producer (the adaptive linger's input)
+        # the back-pressure bounds, read per message
+        self._max_pending = config.pending_max_messages
+        self._max_pending_bytes = config.pending_max_bytes - config.max_payload_bytes
+        self._channels: dict[str, str] = {}  # MQTT topic -> its last level (the stats' channel)
+        self.linger: AdaptiveLinger | None = None
+        if config.kafka_adaptive_linger_ms:
+            top = min(config.kafka_adaptive_linger_ms, config.kafka_linger_ms) / 1000
+            self.linger = AdaptiveLinger(
+                LingerPolicy(
+                    min_s=0.0,
+                    max_s=top,
+                    high_rate=float(config.kafka_adaptive_high_rate),
+                ),
+                time.monotonic(),
+            )
 
     # --- MQTT side (event loop) --------------------------------------------------------------
 
@@ -128,7 +150,11 @@ class TelemetryPipeline:
         tenant = rec.tenant
         if tenant not in self.ready_tenants:
             rec = self._not_ready(rec, topic, payload, now_ms)
-        channel = topic.rsplit("/", 1)[-1]
+        channel = self._channels.get(topic)
+        if channel is None:
+            channel = topic.rsplit("/", 1)[-1]
+            if len(self._channels) < _CHANNEL_CACHE_MAX:
+                self._channels[topic] = channel
         stats.received[channel] += 1
         stats.tenant_received[tenant] += 1
         stats.received_bytes += len(payload)
@@ -147,6 +173,7 @@ class TelemetryPipeline:
         )
         window = self.window
         window.add(entry)
+        self.produced_count += 1
         if not self._tick_fast:
             self._speed_up_ticks()
         if self._backlog:
@@ -159,10 +186,7 @@ class TelemetryPipeline:
             except BufferError:
                 self._backlog.append((rec, entry))
                 self._pause()
-        if (
-            window.count >= self.config.pending_max_messages
-            or window.bytes >= self.config.pending_max_bytes - self.config.max_payload_bytes
-        ):
+        if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
             self._pause()
 
     # --- tenants ------------------------------------------------------------------------------
@@ -254,10 +278,18 @@ class TelemetryPipeline:
         PUBACK writes on one thread: no GIL hand-offs or cross-thread wake-ups per batch.
         """
         self._tick_handle = None
-        self.last_tick = time.monotonic()
-        if self._producer is None or self._poll_stop.is_set():
+        now = self.last_tick = time.monotonic()
+        producer = self._producer
+        if producer is None or self._poll_stop.is_set():
             return
-        if self._producer.poll(0):
+        served = producer.poll(0)
+        linger = self.linger
+        if linger is not None and linger.due(now, self.produced_count):
+            # the rate is low: send what lingers now (flush treats linger.ms as expired)
+            producer.flush(_FLUSH_WAIT_S)
+            linger.flushed(self.produced_count)
+            served = 1
+        if served:
             self._drain()
         busy = bool(self.window.count or self._backlog)
         self._tick_fast = busy
@@ -286,20 +318,34 @@ class TelemetryPipeline:
         sub = self.subscriber
         if done:
             stats = self.stats
-            produced = stats.produced
-            observe = stats.latency.observe
             now = time.monotonic()
             generation = sub.generation if sub is not None else -1
+            ack_generation = generation if generation != self._bad_generation else None
             acks: list[int] = []
+            append = acks.append
+            # per message only what must be: the histogram's bucket and the ack; the counts
+            # by topic kind are added up once per drain
+            hist = stats.latency
+            counts = hist.counts
+            buckets = hist.buckets
+            total = 0.0
+            kinds: dict[str, int] = {}
             for e in done:
                 err = e.error
                 if err is not None:
                     self._on_delivery_error(e, err)
+                    # nothing after a failed record on its connection may be acknowledged
+                    if generation == self._bad_generation:
+                        ack_generation = None
                     continue
-                produced[e.topic] += 1
-                observe(now - e.sent_at)
-                if e.packet_id and e.generation == generation != self._bad_generation:
-                    acks.append(e.packet_id)
+                kinds[e.topic] = kinds.get(e.topic, 0) + 1
+                waited = now - e.sent_at
+                counts[bisect_left(buckets, waited)] += 1
+                total += waited
+                if e.packet_id and e.generation == ack_generation:
+                    append(e.packet_id)
+            hist.total += total
+            stats.produced.update(kinds)
             if acks and sub is not None and self._fatal is None and sub.send_acks(generation, acks):
                 stats.acked += len(acks)
             if done[-1].error is None:

@@ -317,6 +317,12 @@ NOT_RUN = {
         _CLUSTER
     ),
     "python -m bench run --suite ingest": _BENCH,
+    "python -m bench.profile_bridge --rates max,half,1% --profile --out /tmp/bridge-profile": (
+        _BENCH
+    ),
+    "python -m bench.profile_bridge --variant base=/tmp/base --variant new=. --rounds 2 "
+    "--rates max,half,1%,500 --profile --out /tmp/bridge-ab": _BENCH,
+    "python -m bench.hotpath --roots /tmp/base,. --repeat 3 --messages 50000": _BENCH,
     "python -m bench run --suite ingest --quick": _BENCH,
     "python -m bench run --suite ingest --contenders iot-bridge-qos1 --payloads 1024 "
     "--many-devices 0 --repeat 1 --duration 8 --no-latency --bridge-processes 1,2,3 "

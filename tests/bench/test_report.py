@@ -34,6 +34,16 @@ def _run() -> SuiteRun:
             curve_key="0/throughput/x/1024/1/1000",
         ),
         RunResult(OURS, "scaling", 1024, 1000, 1, processes=2, msgs_per_s=60_000.0),
+        RunResult(
+            OURS,
+            "latency-low",
+            1024,
+            1000,
+            1,
+            offered_rate=450.0,
+            latency_p50_ms=3.0,
+            latency_p99_ms=11.0,
+        ),
     ]
     return run
 
@@ -43,6 +53,8 @@ def test_markdown_states_the_targets(tmp_path: Path) -> None:
     text = paths["md"].read_text()
     assert "sustains **0.90** of the same-run Mosquitto one-to-one ceiling" in text
     assert "| 1024 | 1,000 | 2 | 60,000 | 1.33 |" in text
+    assert "### Spread over the repeated throughput runs" in text
+    assert "at 1 % of our maximum (450 msgs/s): our bridge p50 3 / p99 11 ms" in text
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -98,17 +98,23 @@ def test_throughput_table_ratios() -> None:
         _r(OURS, 1024, 34_000.0, lost=0, duplicates=0, reordered=0, cpu_s_per_million=20.0),
         _r("naive-bridge", 1024, 8_500.0, lost=0, duplicates=3, reordered=0),
         RunResult(OURS, "latency", 1024, 1000, 1, latency_p50_ms=4.0, latency_p99_ms=12.5),
+        RunResult(
+            OURS, "latency-low", 1024, 1000, 1, latency_p50_ms=2.0, latency_p99_ms=9.0, lost=2
+        ),
     ]
     table = throughput_table(results, [1024])
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     ours = [c.strip() for c in rows[OURS].split("|")[1:-1]]
-    # contender, msgs/s, vs limit, vs ours, p50, p99, cpu, rss, lost, dup, reordered
+    # contender, msgs/s, vs limit, vs ours, p50, p99, p50/p99 at 1 %, cpu, rss, lost, dup, reord
     assert ours[1:5] == ["34,000", "0.85", "1.00", "4.0"]
     assert ours[5] == "12.5"
-    assert ours[6] == "20.0"
+    assert ours[6] == "2.0 / 9.0"
+    assert ours[7] == "20.0"
+    assert ours[9] == "2"  # the low-load run's losses count too
     naive = [c.strip() for c in rows["naive-bridge"].split("|")[1:-1]]
     assert naive[2:4] == ["0.21", "0.25"]
-    assert naive[8:11] == ["0", "3", "0"]
+    assert naive[6] == "-"
+    assert naive[9:12] == ["0", "3", "0"]
 
 
 def test_scaling_table_relative_to_one_process() -> None:
@@ -148,3 +154,34 @@ def test_keep_best_prefers_runs_without_loss() -> None:
     assert keep_best(runs) is runs[1]
     lossy = [_r(OURS, 1024, 30_000.0, lost=5), _r(OURS, 1024, 20_000.0, lost=1)]
     assert keep_best(lossy) is lossy[0]
+
+
+def test_spread_over_repeated_runs_pairs_rounds() -> None:
+    from bench.results import fmt_range, paired_ratios, spread_table, throughput_runs, value_range
+
+    def rep(contender: str, rate: float, cpu: float) -> RunResult:
+        r = _r(contender, 1024, rate, cpu_s_per_million=cpu)
+        r.scenario = "throughput-repeat"
+        return r
+
+    results = [
+        _r(LIMIT, 1024, 60_000.0),
+        _r(OURS, 1024, 54_000.0, cpu_s_per_million=9.0),
+        rep(LIMIT, 40_000.0, 3.0),
+        rep(OURS, 30_000.0, 12.0),
+        rep(LIMIT, 50_000.0, 3.0),
+        RunResult(OURS, "throughput-repeat", 1024, 1000, 1, error="boom"),
+    ]
+    ours = throughput_runs(results, OURS, 1024)
+    assert [r.msgs_per_s for r in ours] == [54_000.0, 30_000.0]  # the failed run is left out
+    assert paired_ratios(ours, throughput_runs(results, LIMIT, 1024)) == [0.9, 0.75]
+    assert value_range([None, 2.0, 1.0]) == (1.0, 2.0, 2)
+    assert value_range([None]) is None
+    assert fmt_range((0.75, 0.9, 2), 2) == "0.75-0.90"
+    assert fmt_range((5.0, 5.0, 1)) == "5"
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in spread_table(results, [1024]).splitlines()[2:]
+    }
+    assert rows[OURS] == ["1024", "2", "30,000-54,000", "0.75-0.90", "1.00", "9.0-12.0", "-"]
+    assert rows[LIMIT][1:4] == ["3", "40,000-60,000", "1.00"]

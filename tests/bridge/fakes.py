@@ -12,6 +12,7 @@ class FakeProducer:
     def __init__(self) -> None:
         self.queue: list[tuple[str, bytes, Callable[..., None]]] = []
         self.full = False
+        self.flushes: list[float] = []  # timeouts of flush() calls
 
     def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any, headers: Any) -> None:
         if self.full:
@@ -23,6 +24,10 @@ class FakeProducer:
 
     def poll(self, timeout: float) -> int:
         return 0
+
+    def flush(self, timeout: float) -> int:
+        self.flushes.append(timeout)
+        return len(self.queue)
 
 
 class FakeSubscriber:

@@ -153,3 +153,32 @@ def test_over_quota_messages_get_coded_dead_letters_others_untouched(
         producer.deliver(i)
     bridge._drain()
     assert len(sub.acks) == 8  # dead letters are acknowledged once Kafka holds them
+
+
+def test_a_message_at_a_low_rate_is_flushed_at_the_next_tick(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    bridge._tick()
+    assert producer.flushes == []  # nothing produced: no flush
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 1, False)
+    bridge._tick()
+    assert len(producer.flushes) == 1  # the adaptive linger cut the producer's linger short
+    assert 0 < producer.flushes[0] <= 0.002
+    bridge._tick()
+    assert len(producer.flushes) == 1  # already sent: no second flush
+    producer.deliver(0)
+    bridge._drain()
+    assert sub.acks == [1]
+    if bridge._tick_handle is not None:
+        bridge._tick_handle.cancel()
+
+
+def test_the_adaptive_linger_can_be_turned_off() -> None:
+    from bridge.config import BridgeConfig
+
+    bridge = TelemetryBridge(BridgeConfig(kafka_adaptive_linger_ms=0))
+    assert bridge.linger is None
+    capped = TelemetryBridge(BridgeConfig(kafka_linger_ms=5, kafka_adaptive_linger_ms=20))
+    assert capped.linger is not None
+    assert capped.linger.policy.max_s == 0.005  # never more than the producer's own linger
