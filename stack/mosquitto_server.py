@@ -16,7 +16,7 @@ from string import Template
 
 from registry import dynsec_config
 from registry.hashing import generate_secret
-from stack import paths
+from stack import mqtt_tls, paths
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.ports import port_open
@@ -106,6 +106,7 @@ class MosquittoServer:
             port=cfg.mqtt_port,
             bind_host=cfg.bind_host,
             auth=self._auth_lines(),
+            tls_listener=mqtt_tls.listener_lines(cfg),
             data_dir=self.home,
             autosave_interval=cfg.mqtt_autosave_interval,
             session_expiry=cfg.mqtt_session_expiry,
@@ -128,6 +129,10 @@ class MosquittoServer:
             lambda: (
                 READY_LINE in self.process.log_since_start()
                 and port_open(self.config.connect_host, self.config.mqtt_port)
+                and (
+                    not mqtt_tls.enabled(self.config)
+                    or port_open(self.config.connect_host, self.config.mqtt_tls_port)
+                )
             ),
             self.config.start_timeout,
             f"listening on {self.config.mqtt_url}",
