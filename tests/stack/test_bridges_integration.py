@@ -93,11 +93,12 @@ def _pid(line: str) -> int | None:
 def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[str, float]]:
     """`up --bridges 2`, the simulator at QoS 1 (optionally `kill -9` of bridge-2 mid-run),
     then the verifier's report and each bridge's acknowledged count; `down` at the end."""
-    mqtt, kafka, controller, commands_http, bridge_http = _ports(5, 10)
+    mqtt_tls, mqtt, kafka, controller, commands_http, bridge_http = _ports(6, 10)
     data_dir = (tmp_path / "var").resolve()
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(mqtt_tls),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from stack.ports import free_ports
+from stack.ports import free_port, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +94,7 @@ def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) ->
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
@@ -172,6 +173,7 @@ def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
     args = [
         "--data-dir", str((tmp_path / "var").resolve()),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--api-port", str(api_http),

@@ -83,12 +83,13 @@ def _pid_of(status: str, name: str) -> int:
 
 
 def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) -> None:
-    mqtt, kafka, controller, bridge_http, commands_http, api_http = free_ports(6)
+    mqtt, kafka, controller, bridge_http, commands_http, api_http, tls = free_ports(7)
     data_dir = (tmp_path / "var").resolve()
     secrets = data_dir / "secrets"
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(tls),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),

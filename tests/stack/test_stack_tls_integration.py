@@ -55,7 +55,8 @@ def _records(
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
-            headers = {k: (v or b"").decode() for k, v in msg.headers() or []}
+            raw: list[tuple[str, bytes | None]] = list(msg.headers() or [])  # type: ignore[arg-type]
+            headers = {k: (v or b"").decode() for k, v in raw}
             found.append(((msg.key() or b"").decode(), headers))
     finally:
         consumer.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-from stack.ports import free_ports, port_open
+from stack.ports import free_port, free_ports, port_open
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -124,6 +124,7 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
@@ -244,6 +245,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--bridge-http-port", str(bridge_http),
