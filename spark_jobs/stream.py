@@ -10,6 +10,10 @@ One SparkSession runs five queries, each with its own checkpoint under ``checkpo
 | device_status | telemetry + presence | :func:`transforms.device_facts` | snapshot per batch |
 | rejects | telemetry | :func:`transforms.rejects` | Parquet, append |
 
+Tenants: the sources are the telemetry and presence topics and every tenant's copy of them
+(``iot.{tenant}.telemetry``, by pattern: :mod:`spark_jobs.tenants`); every row carries its
+``tenant``, a device is (tenant, device_id), and every table is partitioned by tenant.
+
 Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs and the file
 sink commits a batch's files in its ``_spark_metadata`` log under the batch id, so a batch
 replayed after a crash replaces, never adds to, what its first attempt wrote. The

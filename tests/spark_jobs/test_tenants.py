@@ -167,3 +167,19 @@ def test_same_device_in_three_tenants_gets_separate_rows(
     default = report.compute_report(spark, cfg, report.ReportRange(), noise_metric="temperature")
     assert sorted(default.devices["device_id"].tolist()) == [DEVICE, CLOCK]
     assert default.devices.set_index("device_id").loc[DEVICE, "messages"] == 12
+
+
+@pytest.mark.integration
+def test_stall_check_reads_the_tenant_topics_a_checkpoint_names(
+    stack: Any, topic_factory: Callable[..., str]
+) -> None:
+    from spark_jobs.kafka_offsets import end_offsets
+    from stack.topics import TopicSpec, ensure_topics
+
+    base = topic_factory(prefix="spark-telemetry", partitions=2)
+    acme = tenant_kafka_topic(base, "acme")
+    ensure_topics(stack.kafka_bootstrap, [TopicSpec(acme)], 3)
+    gone = tenant_kafka_topic(base, "gone")  # a tenant deleted since the checkpoint
+    found = end_offsets(stack.kafka_bootstrap, [base], optional=[acme, gone])
+    assert found == {base: {"0": 0, "1": 0}, acme: {"0": 0, "1": 0, "2": 0}}
+    assert end_offsets(stack.kafka_bootstrap, [gone]) is None  # a base topic must exist
