@@ -53,7 +53,8 @@ def _produce(
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for key, body in records:
         # as the bridge writes them: received_at (its clock), tenant outside the default
-        headers: list[tuple[str, str | bytes | None]] = [("received_at", str(body["ts"] + 20))]
+        sent = body["ts"] if "ts" in body else body["at"]  # telemetry or presence
+        headers: list[tuple[str, str | bytes | None]] = [("received_at", str(sent + 20))]
         if tenant != "default":
             headers.append(("tenant", tenant))
         producer.produce(topic, key=key.encode(), value=json.dumps(body).encode(), headers=headers)
