@@ -136,10 +136,20 @@ def score_readings(
 
 # --- Spark ------------------------------------------------------------------------------------
 
-ANOMALY_COLUMNS = ("device_id", "seq", "ts", "metric", "value", "baseline", "scale", "score")
+ANOMALY_COLUMNS = (
+    "tenant",
+    "device_id",
+    "seq",
+    "ts",
+    "metric",
+    "value",
+    "baseline",
+    "scale",
+    "score",
+)
 OUTPUT_DDL = (
-    "device_id string, seq long, ts long, metric string, value double, baseline double, "
-    "scale double, score double"
+    "tenant string, device_id string, seq long, ts long, metric string, value double, "
+    "baseline double, scale double, score double"
 )
 STATE_DDL = "baseline string"
 
@@ -148,7 +158,7 @@ def _state_fn(rule: AnomalyRule, metrics: Sequence[str]) -> Any:
     import pandas as pd
 
     def fn(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[Any]:
-        device_id = str(key[0])
+        tenant, device_id = str(key[0]), str(key[1])
         baseline = Baseline.from_json(state.get[0], rule) if state.exists else Baseline()
         readings: list[Reading] = []
         for pdf in frames:
@@ -163,6 +173,7 @@ def _state_fn(rule: AnomalyRule, metrics: Sequence[str]) -> Any:
         state.update((baseline.to_json(),))
         yield pd.DataFrame(
             {
+                "tenant": [tenant] * len(found),
                 "device_id": [device_id] * len(found),
                 "seq": [a.seq for a in found],
                 "ts": [a.ts for a in found],
@@ -197,9 +208,10 @@ def anomalies(valid: Any, metrics: Sequence[str], rule: AnomalyRule) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     narrow = valid.select(
-        "device_id", "seq", "ts", *[F.col("metrics")[m].alias(m) for m in metrics]
+        "tenant", "device_id", "seq", "ts", *[F.col("metrics")[m].alias(m) for m in metrics]
     )
-    out = narrow.groupBy("device_id").applyInPandasWithState(
+    # one baseline per (tenant, device): same-named devices of two tenants are two devices
+    out = narrow.groupBy("tenant", "device_id").applyInPandasWithState(
         _state_fn(rule, list(metrics)),
         OUTPUT_DDL,
         STATE_DDL,
@@ -207,6 +219,7 @@ def anomalies(valid: Any, metrics: Sequence[str], rule: AnomalyRule) -> Any:
         GroupStateTimeout.NoTimeout,
     )
     return out.select(
+        "tenant",
         "device_id",
         F.timestamp_millis("ts").alias("event_time"),
         "seq",

@@ -158,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=["md", "html"], default="md", help="summary format")
     r.add_argument("--top", type=int, default=10, help="rows in the top-N sections")
     r.add_argument("--noise-metric", default="temperature", help="metric ranking 'noisiest'")
+    r.add_argument("--tenant", default="default", help="whose fleet (default: the default tenant)")
 
     c = sub.add_parser("score", parents=[common], help="anomaly precision/recall vs a sim run")
     c.add_argument("--manifest", type=Path, help="iot-sim manifest.json (default: latest run)")
@@ -207,6 +208,7 @@ def _cmd_report(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     rng = report.ReportRange(
         since=report.parse_time(args.since) if args.since else None,
         until=report.parse_time(args.until) if args.until else None,
+        tenant=args.tenant,
     )
     owned = owns_session()
     spark = build_session(cfg, "iot-analytics-report", kafka=False)
@@ -227,7 +229,9 @@ def _cmd_score(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
 
     path = args.manifest or _latest_manifest(args.runs_dir)
     manifest = json.loads(path.read_text())
-    detected = sql.run_query(cfg, "SELECT device_id, seq, metric FROM anomalies", max_rows=None)
+    # the simulator's devices are the default tenant's
+    query = "SELECT device_id, seq, metric FROM anomalies WHERE tenant = 'default'"
+    detected = sql.run_query(cfg, query, max_rows=None)
     found = [(str(r[0]), int(r[1]), str(r[2])) for r in detected.itertuples(index=False)]
     devices = set((manifest.get("devices") or {}).keys())
     if devices:

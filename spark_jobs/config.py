@@ -97,6 +97,11 @@ class AnalyticsConfig:
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers.")
     topic_telemetry: str = _setting("iot.telemetry", "Kafka topic with the telemetry records.")
     topic_presence: str = _setting("iot.presence", "Kafka topic with device presence records.")
+    tenant_topics: bool = _setting(
+        True,
+        "Also read every tenant's copy of the telemetry and presence topics "
+        "(iot.{tenant}.telemetry ..., by pattern); off: the two topics above only.",
+    )
     starting_offsets: str = _setting(
         "earliest", "Where a query without a checkpoint starts: earliest or latest."
     )

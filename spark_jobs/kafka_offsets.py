@@ -11,8 +11,12 @@ from spark_jobs.query_health import Offsets
 log = logging.getLogger(__name__)
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str], timeout_s: float = 5.0) -> Offsets | None:
-    """topic -> partition -> high watermark, or None while Kafka cannot be reached."""
+def end_offsets(
+    bootstrap: str, topics: Iterable[str], timeout_s: float = 5.0, optional: Iterable[str] = ()
+) -> Offsets | None:
+    """topic -> partition -> high watermark, or None while Kafka cannot be reached.
+
+    ``optional`` topics (tenants' topics a checkpoint names) are left out when they are gone."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
@@ -25,9 +29,12 @@ def end_offsets(bootstrap: str, topics: Iterable[str], timeout_s: float = 5.0) -
     )
     try:
         found: Offsets = {}
-        for topic in topics:
+        maybe = set(optional) - set(topics)
+        for topic in [*topics, *sorted(maybe)]:
             meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
             if meta is None or meta.error is not None:
+                if topic in maybe:
+                    continue
                 return None
             parts: dict[str, int] = {}
             for partition in meta.partitions:

@@ -145,8 +145,12 @@ class QuerySupervisor:
         committed = {
             name: committed_offsets(self.cfg.checkpoint_path(name)) for name in self.builders
         }
+        # the tenants' topics the queries read (by pattern) are named in their checkpoints
+        tenant_topics = {t for offsets in committed.values() for t in offsets or {}}
         kafka_end = end_offsets(
-            self.cfg.kafka_bootstrap, [self.cfg.topic_telemetry, self.cfg.topic_presence]
+            self.cfg.kafka_bootstrap,
+            [self.cfg.topic_telemetry, self.cfg.topic_presence],
+            optional=tenant_topics,
         )
         executors = self._executors()
         now = time.time()

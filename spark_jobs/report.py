@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import report_plots, schemas, tables
+from spark_jobs import report_plots, schemas, tables, tenants
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.errors import AnalyticsError, TableMissingError
 
@@ -27,13 +27,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ReportRange:
+    """What a report covers: a time range of one tenant's fleet (the tables hold every
+    tenant's; a report is about one)."""
+
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    tenant: str = tenants.DEFAULT_TENANT
 
     def describe(self) -> str:
         a = self.since.isoformat() if self.since else "the first minute"
         b = self.until.isoformat() if self.until else "the last minute"
-        return f"{a} .. {b}"
+        of = "" if self.tenant == tenants.DEFAULT_TENANT else f" of tenant {self.tenant}"
+        return f"{a} .. {b}{of}"
 
 
 def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
@@ -56,6 +61,8 @@ def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
 def in_range(df: DataFrame, column: str, rng: ReportRange) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
 
+    if tenants.TENANT_COLUMN in df.columns:
+        df = df.where(F.col(tenants.TENANT_COLUMN) == F.lit(rng.tenant))
     if rng.since is not None:
         df = df.where(F.col(column) >= F.lit(rng.since))
     if rng.until is not None:

@@ -10,6 +10,10 @@ One SparkSession runs five queries, each with its own checkpoint under ``checkpo
 | device_status | telemetry + presence | :func:`transforms.device_facts` | snapshot per batch |
 | rejects | telemetry | :func:`transforms.rejects` | Parquet, append |
 
+Tenants: the sources are the telemetry and presence topics and every tenant's copy of them
+(``iot.{tenant}.telemetry``, by pattern: :mod:`spark_jobs.tenants`); every row carries its
+``tenant``, a device is (tenant, device_id), and every table is partitioned by tenant.
+
 Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs and the file
 sink commits a batch's files in its ``_spark_metadata`` log under the batch id, so a batch
 replayed after a crash replaces, never adds to, what its first attempt wrote. The
@@ -35,7 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import schemas, tables, transforms
+from spark_jobs import schemas, tables, tenants, transforms
 from spark_jobs.anomaly import AnomalyRule, anomalies
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.health_http import HealthEndpoint
@@ -55,11 +59,20 @@ PROGRESS_MAX_BYTES = 5_000_000  # then <query>.jsonl becomes <query>.jsonl.1 (on
 # --- extract ---------------------------------------------------------------------------------
 
 
+def _subscription(cfg: AnalyticsConfig, topic: str) -> tuple[str, str]:
+    """The topic alone, or (``tenant_topics``) it and every tenant's copy, new ones included:
+    Spark lists the topics matching the pattern at every trigger and reads a new one from its
+    start."""
+    if cfg.tenant_topics:
+        return "subscribePattern", tenants.topic_pattern(topic)
+    return "subscribe", topic
+
+
 def kafka_source(spark: SparkSession, cfg: AnalyticsConfig, topic: str) -> DataFrame:
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
-        .option("subscribe", topic)
+        .option(*_subscription(cfg, topic))
         .option("startingOffsets", cfg.starting_offsets)
         .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
         .option("includeHeaders", "true")
@@ -79,6 +92,7 @@ def _parquet_query(
         df.writeStream.queryName(name)
         .format("parquet")
         .outputMode("append")
+        .partitionBy(tenants.TENANT_COLUMN)  # one folder per tenant: tenant=<id>/
         .option("path", str(cfg.table_path(name).resolve()))
         .option("checkpointLocation", str(cfg.checkpoint_path(name).resolve()))
     )

@@ -1,5 +1,8 @@
 """The warehouse: Parquet tables under one folder, and how readers find them.
 
+Every table is partitioned by tenant (``<table>/tenant=<id>/part-*.parquet``); Spark's readers
+give the folder name back as the ``tenant`` column.
+
 Append tables (device_minute, fleet_minute, anomalies, rejects) are Spark file-sink folders:
 the ``_spark_metadata`` log lists the committed files, which is what makes the streaming
 writes exactly-once for Spark readers. ``device_status`` is a current-state table: each
@@ -15,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs import schemas
+from spark_jobs import schemas, tenants
 from spark_jobs.errors import TableMissingError
 
 if TYPE_CHECKING:
@@ -26,6 +29,11 @@ log = logging.getLogger(__name__)
 KEEP_SNAPSHOTS = 3
 
 
+def _has_data(table: Path) -> bool:
+    """A Parquet file in the table's folder or in one of its ``tenant=<id>`` partitions."""
+    return any(table.glob("*.parquet")) or any(table.glob("*=*/*.parquet"))
+
+
 def existing_tables(warehouse: Path) -> dict[str, Path]:
     """Table name -> folder, for every table folder that holds at least one Parquet file."""
     found: dict[str, Path] = {}
@@ -34,14 +42,14 @@ def existing_tables(warehouse: Path) -> dict[str, Path]:
     for entry in sorted(warehouse.iterdir()):
         if entry.name.startswith(("_", ".")) or not entry.is_dir() or "." in entry.name:
             continue
-        if any(entry.glob("*.parquet")):
+        if _has_data(entry):
             found[entry.name] = entry
     return found
 
 
 def read_table(spark: SparkSession, warehouse: Path, name: str) -> DataFrame:
     path = warehouse / name
-    if not path.is_dir() or not any(path.glob("*.parquet")):
+    if not path.is_dir() or not _has_data(path):
         raise TableMissingError(f"table {name!r} has no data yet under {warehouse}")
     return spark.read.parquet(str(path.resolve()))
 
@@ -63,7 +71,10 @@ def publish_snapshot(df: DataFrame, warehouse: Path, name: str, batch_id: int) -
     """
     versions = warehouse / f"{name}.versions"
     target = versions / f"batch={batch_id:012d}"
-    df.coalesce(1).write.mode("overwrite").parquet(str(target.resolve()))
+    writer = df.coalesce(1).write.mode("overwrite")
+    if tenants.TENANT_COLUMN in df.columns:  # one file per tenant, as the append tables
+        writer = writer.partitionBy(tenants.TENANT_COLUMN)
+    writer.parquet(str(target.resolve()))
     link = warehouse / name
     if link.exists() and not link.is_symlink():
         shutil.rmtree(link)

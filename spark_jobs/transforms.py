@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
 
-from spark_jobs import schemas
+from spark_jobs import schemas, tenants
 
 MINUTE = "1 minute"
 # Epoch-ms bounds Spark's timestamps hold (year 1..9999); outside them timestamp_millis fails.
@@ -26,6 +26,12 @@ def _header(name: str) -> Column:
     return F.try_element_at(found, F.lit(1))["value"].cast("string")
 
 
+def tenant_of() -> Column:
+    """A Kafka record's tenant: its ``tenant`` header, which the bridge stamps on every record
+    of a tenant's own topics; none (the default tenant's ``iot.telemetry``) = ``default``."""
+    return F.coalesce(_header(tenants.TENANT_HEADER), F.lit(tenants.DEFAULT_TENANT))
+
+
 def parse_telemetry(raw: DataFrame) -> DataFrame:
     """Kafka records (key, value, headers, ...) -> one row per record with a ``reason``.
 
@@ -34,6 +40,7 @@ def parse_telemetry(raw: DataFrame) -> DataFrame:
     Spark 4 runs ANSI SQL: every conversion of untrusted input here is a ``try_`` one or is
     range-checked first, so a bad record yields a reason, never a failed query.
     ``received_at`` is the bridge's header, or the Kafka timestamp when the header is missing.
+    ``tenant`` is :func:`tenant_of`: a device is (tenant, device_id) everywhere below.
     """
     text = F.col("value").cast("string")
     parsed = F.from_json(text, schemas.TELEMETRY_VALUE)
@@ -54,6 +61,7 @@ def parse_telemetry(raw: DataFrame) -> DataFrame:
         raw.withColumn("_p", parsed)
         .withColumn("_recv", received_ms)
         .select(
+            tenant_of().alias(tenants.TENANT_COLUMN),
             F.col("key").cast("string").alias("device_id"),
             F.col("_p.ts").alias("ts"),
             F.col("_p.seq").alias("seq"),
@@ -79,6 +87,7 @@ def valid_telemetry(parsed: DataFrame) -> DataFrame:
 def rejects(parsed: DataFrame, max_value_chars: int = 2000) -> DataFrame:
     """The rows of :func:`parse_telemetry` that do not parse, with why (the ``rejects`` table)."""
     return parsed.where(F.col("reason").isNotNull()).select(
+        tenants.TENANT_COLUMN,
         "kafka_timestamp",
         "kafka_partition",
         "kafka_offset",
@@ -113,7 +122,7 @@ def device_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
     Apply the event-time watermark before calling this in a streaming query.
     """
     w = F.window("event_time", MINUTE)
-    agg = valid.groupBy(w.alias("w"), F.col("device_id")).agg(
+    agg = valid.groupBy(w.alias("w"), F.col(tenants.TENANT_COLUMN), F.col("device_id")).agg(
         F.count(F.lit(1)).alias("messages"),
         F.size(F.collect_set("seq")).cast("long").alias("distinct_seq"),
         F.min("seq").alias("first_seq"),
@@ -127,6 +136,7 @@ def device_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
     return agg.select(
         F.col("w.start").alias("window_start"),
         F.col("w.end").alias("window_end"),
+        tenants.TENANT_COLUMN,
         "device_id",
         "messages",
         "distinct_seq",
@@ -142,7 +152,8 @@ def device_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
 
 
 def fleet_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
-    """Per event-time minute over the fleet: active devices, messages, late messages, p50/p95.
+    """Per tenant and event-time minute over its fleet: active devices, messages, late
+    messages, p50/p95.
 
     A message is *late* when the bridge received it after its minute had ended (still inside
     the watermark, so it is counted; records behind the watermark are dropped by Spark and
@@ -163,7 +174,7 @@ def fleet_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
         ).alias(f"_{m}_pct")
         for m in metrics
     ]
-    agg = valid.withColumn("w", w).groupBy("w").agg(*aggs)
+    agg = valid.withColumn("w", w).groupBy("w", tenants.TENANT_COLUMN).agg(*aggs)
     cols: list[Column] = []
     for m in metrics:
         cols += [
@@ -173,6 +184,7 @@ def fleet_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
     return agg.select(
         F.col("w.start").alias("window_start"),
         F.col("w.end").alias("window_end"),
+        tenants.TENANT_COLUMN,
         "active_devices",
         "messages",
         "late_messages",
@@ -181,11 +193,13 @@ def fleet_minute(valid: DataFrame, metrics: Sequence[str]) -> DataFrame:
 
 
 def parse_presence(raw: DataFrame) -> DataFrame:
-    """Kafka presence records -> (device_id, online, presence_at); unparsable rows dropped."""
+    """Kafka presence records -> (tenant, device_id, online, presence_at); unparsable rows
+    dropped."""
     p = F.from_json(F.col("value").cast("string"), schemas.PRESENCE_VALUE)
     return (
         raw.withColumn("_p", p)
         .select(
+            tenant_of().alias(tenants.TENANT_COLUMN),
             F.col("key").cast("string").alias("device_id"),
             F.col("_p.online").alias("online"),
             F.timestamp_millis(F.col("_p.at")).alias("presence_at"),
@@ -199,8 +213,10 @@ def parse_presence(raw: DataFrame) -> DataFrame:
 
 
 def device_facts(valid: DataFrame, presence: DataFrame) -> DataFrame:
-    """Per device: last telemetry seen (bridge clock), last seq, messages, latest presence."""
+    """Per (tenant, device): last telemetry seen (bridge clock), last seq, messages, latest
+    presence."""
     seen = valid.select(
+        tenants.TENANT_COLUMN,
         "device_id",
         F.col("received_at"),
         F.col("seq"),
@@ -210,6 +226,7 @@ def device_facts(valid: DataFrame, presence: DataFrame) -> DataFrame:
         F.lit(1).alias("is_telemetry"),
     )
     said = presence.select(
+        tenants.TENANT_COLUMN,
         "device_id",
         F.lit(None).cast("timestamp").alias("received_at"),
         F.lit(None).cast("long").alias("seq"),
@@ -220,7 +237,7 @@ def device_facts(valid: DataFrame, presence: DataFrame) -> DataFrame:
     )
     return (
         seen.unionByName(said)
-        .groupBy("device_id")
+        .groupBy(tenants.TENANT_COLUMN, "device_id")
         .agg(
             F.max("received_at").alias("last_seen"),
             F.max_by("seq", "received_at").alias("last_seq"),
@@ -257,6 +274,7 @@ def device_status(facts: DataFrame, as_of: Column, silence_s: float) -> DataFram
         .otherwise(F.lit("silence"))
     )
     return facts.select(
+        tenants.TENANT_COLUMN,
         "device_id",
         online.alias("online"),
         reason.alias("reason"),

@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, help="data, logs and pid files (default var/, env IOT_DATA_DIR)"
     )
     common.add_argument("--mqtt-port", type=int, help="Mosquitto port (default 1883)")
+    common.add_argument(
+        "--mqtt-tls-port", type=int,
+        help="Mosquitto's mutual-TLS port for devices with certificates (default 8883)",
+    )  # fmt: skip
     common.add_argument("--kafka-port", type=int, help="Kafka port (default 9092)")
     common.add_argument(
         "--kafka-controller-port", type=int, help="KRaft controller port (default Kafka port + 1)"
@@ -129,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
 
     for p in (up,):
         _insecure_flag(p)
+        _tls_flags(p)
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser(
@@ -151,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --kafka-nodes N: which node this is, 1..N (env IOT_KAFKA_NODE_ID)",
     )  # fmt: skip
     _insecure_flag(serve)
+    _tls_flags(serve)
     prov = sub.add_parser(
         "provision", parents=[common],
         help="create the registry topics, the service accounts of the bridge and the command "
@@ -189,10 +195,31 @@ def _insecure_flag(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _tls_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-mqtt-tls", dest="mqtt_tls", action="store_false", default=None,
+        help="open no mutual-TLS listener (env IOT_STACK_MQTT_TLS=0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tls-ca-cert", metavar="PEM",
+        help="the operator's own CA certificate instead of a CA made on first start (with "
+        "--tls-ca-key; env IOT_STACK_TLS_CA_CERT)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tls-ca-key",
+        metavar="PEM",
+        help="the operator's own CA key (EC; env IOT_STACK_TLS_CA_KEY)",
+    )
+
+
 def _config(args: argparse.Namespace) -> StackConfig:
     return StackConfig.from_env(
         data_dir=args.data_dir,
         mqtt_port=args.mqtt_port,
+        mqtt_tls_port=args.mqtt_tls_port,
+        mqtt_tls=getattr(args, "mqtt_tls", None),
+        tls_ca_cert=getattr(args, "tls_ca_cert", None),
+        tls_ca_key=getattr(args, "tls_ca_key", None),
         kafka_port=args.kafka_port,
         kafka_controller_port=args.kafka_controller_port,
         kafka_nodes=args.kafka_nodes,

@@ -206,6 +206,31 @@ class StackConfig:
         "development only: Mosquitto without authentication (anyone who reaches the port may "
         "publish as any device); off = the dynamic-security plugin, every client logs in",
     )
+    mqtt_tls: bool = _setting(
+        "IOT_STACK_MQTT_TLS",
+        True,
+        "open Mosquitto's mutual-TLS listener for devices with certificates (not with "
+        "insecure_anonymous, which has no identities)",
+    )
+    mqtt_tls_port: int = _setting("IOT_MQTT_TLS_PORT", 8883, "Mosquitto's mutual-TLS port")
+    tls_ca_dir: str = _setting(
+        "IOT_REGISTRY_CA_DIR",
+        "",
+        "the appliance CA, created on first start (default <data dir>/ca; `iot-devices cert` "
+        "reads the same variable)",
+    )
+    tls_ca_cert: str = _setting(
+        "IOT_STACK_TLS_CA_CERT", "", "the operator's own CA certificate (PEM), used on first start"
+    )
+    tls_ca_key: str = _setting(
+        "IOT_STACK_TLS_CA_KEY", "", "the operator's own CA key (PEM, EC), used on first start"
+    )
+    tls_server_names: str = _setting(
+        "IOT_STACK_TLS_SERVER_NAMES",
+        "",
+        "more host names or IPs of the TLS listener's certificate, comma separated "
+        "(localhost, 127.0.0.1 and the bind address always)",
+    )
     secrets_home: str = _setting(
         "IOT_STACK_SECRETS_DIR",
         "",
@@ -229,6 +254,12 @@ class StackConfig:
             value = getattr(self, name)
             if not 0 <= value <= 65535:
                 raise StackError(f"{name} must be a TCP port, got {value}")
+        tls_port = self.mqtt_tls_port
+        if self.mqtt_tls and (not 1 <= tls_port <= 65535 or tls_port == self.mqtt_port):
+            raise StackError(
+                f"mqtt_tls_port must be a fixed TCP port other than mqtt_port, got "
+                f"{self.mqtt_tls_port}"
+            )
         if self.mqtt_port == 0 or self.kafka_port == 0:
             raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
         for name in ("bridge_http_port", "commands_http_port", "analytics_http_port", "api_port"):
@@ -337,12 +368,15 @@ class StackConfig:
             kafka_port = free_port_run(PORT_STEP * kafka_nodes)
             controller_port = kafka_port + 1
             taken = range(kafka_port, kafka_port + PORT_STEP * kafka_nodes)
-            mqtt_port = next(p for p in free_ports(PORT_STEP * kafka_nodes + 1) if p not in taken)
+            mqtt_port, tls_port = [
+                p for p in free_ports(PORT_STEP * kafka_nodes + 2) if p not in taken
+            ][:2]
         else:
-            mqtt_port, kafka_port, controller_port = free_ports(3)
+            mqtt_port, kafka_port, controller_port, tls_port = free_ports(4)
         return cls(
             data_dir=data_dir,
             mqtt_port=mqtt_port,
+            mqtt_tls_port=tls_port,
             kafka_port=kafka_port,
             kafka_controller_port=controller_port,
             kafka_nodes=kafka_nodes,

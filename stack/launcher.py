@@ -14,6 +14,7 @@ from typing import Protocol
 
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
+from stack import mqtt_tls
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.errors import StackError
@@ -505,8 +506,9 @@ class Stack:
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
-        if name == "mosquitto":
-            return self.config.mqtt_url
+        if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
+            tls = self._recorded_endpoints().get("mqtt_tls", "off")
+            return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
         if name == "kafka" and isinstance(service, KafkaServer):
             # where the last `up` put the node (its --kafka-port may not be this call's)
             addresses = self._recorded_endpoints().get("kafka", "").split(",")
@@ -553,6 +555,7 @@ class Stack:
             if self.config.insecure_anonymous
             else f"registry credentials (secrets in {self.config.secrets_dir})"
         )
+        found["mqtt_tls"] = mqtt_tls.describe(self.config)
         found["data_dir"] = str(self.config.data_dir)
         found["logs"] = str(self.config.log_dir)
         return found

@@ -20,7 +20,7 @@ from registry import dynsec_config
 from registry.dynsec_file import DynsecDocument
 from registry.dynsec_plan import Command
 from registry.hashing import generate_secret
-from stack import paths
+from stack import mqtt_tls, paths
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.ports import port_open
@@ -131,6 +131,7 @@ class MosquittoServer:
             port=cfg.mqtt_port,
             bind_host=cfg.bind_host,
             auth=self._auth_lines(),
+            tls_listener=mqtt_tls.listener_lines(cfg),
             data_dir=self.home,
             # on changes: the interval counts changes, no longer seconds (one or the other)
             autosave_on_changes="true" if cfg.mqtt_autosave_changes else "false",
@@ -155,6 +156,10 @@ class MosquittoServer:
             lambda: (
                 READY_LINE in self.process.log_since_start()
                 and port_open(self.config.connect_host, self.config.mqtt_port)
+                and (
+                    not mqtt_tls.enabled(self.config)
+                    or port_open(self.config.connect_host, self.config.mqtt_tls_port)
+                )
             ),
             self.config.start_timeout,
             f"listening on {self.config.mqtt_url}",

@@ -89,7 +89,8 @@ def _port_flag(name: str, flag: str) -> str:
 def test_ports_agree() -> None:
     mqtt_port = _port_flag("mosquitto", "--mqtt-port")
     kafka_port = _port_flag("kafka", "--kafka-port")
-    assert SERVICES["mosquitto"]["ports"] == [f"{mqtt_port}:{mqtt_port}"]
+    tls_port = _port_flag("mosquitto", "--mqtt-tls-port")
+    assert SERVICES["mosquitto"]["ports"] == [f"{mqtt_port}:{mqtt_port}", f"{tls_port}:{tls_port}"]
     assert mqtt_port in SERVICES["mosquitto"]["healthcheck"]["test"]
     assert "9092), 3" in " ".join(SERVICES["kafka"]["healthcheck"]["test"])
     for name, service in SERVICES.items():
@@ -197,6 +198,47 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
     assert _env(devices)["IOT_SIM_CREDENTIALS_FILE"] == "/secrets/devices.json"
     assert _mounts(devices)["/secrets"] == "secrets:ro"
     assert "secrets" in COMPOSE["volumes"]
+
+
+def test_the_bridge_reads_tenants_and_quotas_from_the_registry() -> None:
+    from registry.kafka_store import REGISTRY_TOPIC
+
+    assert _env(SERVICES["bridge"])["IOT_REGISTRY_TOPIC"] == REGISTRY_TOPIC
+    # auth-init creates that topic (iot-stack provision) before the bridge starts
+    assert SERVICES["bridge"]["depends_on"]["auth-init"] == {
+        "condition": "service_completed_successfully"
+    }
+
+
+def test_mosquitto_opens_the_tls_listener_with_its_ca_in_a_volume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cryptography import x509
+
+    from registry import pki
+    from stack.mosquitto_server import MosquittoServer
+
+    service = SERVICES["mosquitto"]
+    env = _env(service)
+    ca_dir = env["IOT_REGISTRY_CA_DIR"]
+    assert _mounts(service)[ca_dir] == "ca"
+    assert "ca" in COMPOSE["volumes"]
+    # render the config from the service's environment, its volumes under tmp_path
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("IOT_DATA_DIR", "IOT_STACK_SECRETS_DIR", "IOT_REGISTRY_CA_DIR"):
+        monkeypatch.setenv(key, str(tmp_path / env[key].strip("/")))
+    tls_port = int(_port_flag("mosquitto", "--mqtt-tls-port"))
+    cfg = StackConfig.from_env(mqtt_port=int(_port_flag("mosquitto", "--mqtt-port")),
+                               mqtt_tls_port=tls_port)  # fmt: skip
+    lines = MosquittoServer(cfg).render_config().read_text().splitlines()
+    assert f"listener {tls_port} 0.0.0.0" in lines
+    assert f"cafile {tmp_path / 'ca' / 'ca.crt'}" in lines
+    assert f"crlfile {tmp_path / 'ca' / 'crl.pem'}" in lines
+    assert "require_certificate true" in lines
+    server = pki.load_cert((tmp_path / "ca" / "server.crt").read_bytes())
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "mosquitto" in san.get_values_for_type(x509.DNSName)
 
 
 # -- docker-compose.kafka3.yml: the 3-node Kafka cluster merged over the base file ------------

@@ -74,6 +74,10 @@ RUN = {
     "iot-analytics score --manifest 'var/sim-runs/<run>/manifest.json'": (
         "test_analytics_commands_run"
     ),
+    "iot-analytics report --tenant acme --out var/report-acme": "test_analytics_commands_run",
+    "iot-analytics sql 'SELECT tenant, SUM(messages) AS n FROM device_minute GROUP BY tenant'": (
+        "test_analytics_commands_run"
+    ),
     "iot-bridge --mqtt-host localhost --mqtt-port 1883 --kafka-bootstrap localhost:9092": (
         "test_bridge_example_runs"
     ),
@@ -93,6 +97,10 @@ RUN = {
             "mosquitto_pub -i pump-7 -u pump-7 -P '<secret>' -q 1 -t devices/pump-7/telemetry "
             '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'',
             "iot-devices device disable pump-7",
+            "iot-devices cert pump-3 --out var/certs",
+            "mosquitto_pub -p 8883 --cafile var/certs/ca.crt --cert var/certs/pump-3.crt "
+            "--key var/certs/pump-3.key -q 1 -t devices/pump-3/telemetry "
+            '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'',
         ),
         "test_own_device_example_runs",
     ),
@@ -601,7 +609,8 @@ def test_own_device_example_runs(
 ) -> None:
     """security.md's "your own devices" (and README's `device add d1`) against a stack started
     as `make run` starts it, authentication on, in a fresh folder: the device added logs in
-    with the printed secret and its message reaches a subscriber; disabled, it is refused."""
+    with the printed secret and its message reaches a subscriber; disabled, it is refused. Then
+    its TLS example: a certificate from the CA `up` made, a publish on the TLS listener."""
     from stack.config import StackConfig
     from stack.launcher import Stack
     from tests.registry.mqtt_probe import Probe, connack_of
@@ -621,10 +630,20 @@ def test_own_device_example_runs(
         reader = Probe(local.mqtt_port, "svc/bridge", bridge_secret)
         assert reader.subscribe("devices/+/telemetry").value == 1
         secrets: dict[str, str] = {}
+        tls_sent = 0
         for example in _run_by("test_own_device_example_runs"):
             if example.program == "export":
                 name, value = example.argv[1].split("=", 1)
                 monkeypatch.setenv(name, value)
+            elif example.program == "mosquitto_pub" and "--cert" in example.argv:
+                # the TLS listener `up` opened, a certificate from its CA (`iot-devices cert`)
+                tls_port = str(local.config.mqtt_tls_port)
+                argv = [tls_port if a == "8883" else a for a in example.argv]
+                argv += ["-h", local.mqtt_host, "-V", "mqttv5"]
+                subprocess.run(argv, check=True, timeout=30)
+                topic = argv[argv.index("-t") + 1]
+                assert arrives(functools.partial(_received, reader, topic)), topic
+                tls_sent += 1
             elif example.program == "mosquitto_pub":
                 user = example.argv[example.argv.index("-u") + 1]
                 argv = [secrets[user] if a == "<secret>" else a for a in example.argv]
@@ -642,6 +661,7 @@ def test_own_device_example_runs(
                     ]
                     secrets[example.argv[-1]] = secret
         assert sorted(secrets) == ["d1", "pump-7"]
+        assert tls_sent == 1
         assert connack_of(local.mqtt_port, "pump-7", secrets["pump-7"]).value == 0x87
         assert connack_of(local.mqtt_port, "d1", secrets["d1"]).value == 0
         assert connack_of(local.mqtt_port, None, None).value == 0x87
@@ -664,7 +684,8 @@ RUN_ID = "20261121T130727-1e0115"
 
 
 def _warehouse(session: Any, wh: Path, now: dt.datetime) -> None:
-    """Two devices: minutes 10:00-10:02 of 2026-01-01 and the two minutes before ``now``."""
+    """Two devices: minutes 10:00-10:02 of 2026-01-01 and the two minutes before ``now``; and
+    tenant acme's d1 in the last of them. Partitioned by tenant, as the streaming job writes."""
     from spark_jobs import transforms
     from tests.spark_jobs.frames import kafka_frame, kafka_row, telemetry
 
@@ -680,16 +701,28 @@ def _warehouse(session: Any, wh: Path, now: dt.datetime) -> None:
                 ms = int((start + dt.timedelta(seconds=second)).timestamp() * 1000)
                 body = telemetry(seq, ms, temperature=20.0 + seq % 3)
                 rows.append(kafka_row(device, body, received_at=ms))
+    for second in (10, 40):  # acme's d1: another device than the default tenant's d1
+        ms = int((starts[-1] + dt.timedelta(seconds=second)).timestamp() * 1000)
+        row = kafka_row("d1", telemetry(second, ms, temperature=5.0), received_at=ms)
+        rows.append((*row[:-1], [*row[-1], ("tenant", b"acme")]))
     valid = transforms.valid_telemetry(transforms.parse_telemetry(kafka_frame(session, rows)))
-    transforms.device_minute(valid, ["temperature"]).write.parquet(str(wh / "device_minute"))
-    transforms.fleet_minute(valid, ["temperature"]).write.parquet(str(wh / "fleet_minute"))
+    for name, table in (
+        ("device_minute", transforms.device_minute(valid, ["temperature"])),
+        ("fleet_minute", transforms.fleet_minute(valid, ["temperature"])),
+    ):
+        table.write.partitionBy("tenant").parquet(str(wh / name))
     t0 = int(starts[0].timestamp() * 1000)
     session.createDataFrame(
         [("d1", t0, 3, "temperature", 30.0), ("d2", t0, 1, "temperature", 31.0)],
         "device_id string, ts long, seq long, metric string, value double",
     ).selectExpr(
-        "device_id", "timestamp_millis(ts) AS event_time", "seq", "metric", "value"
-    ).write.parquet(str(wh / "anomalies"))
+        "'default' AS tenant",
+        "device_id",
+        "timestamp_millis(ts) AS event_time",
+        "seq",
+        "metric",
+        "value",
+    ).write.partitionBy("tenant").parquet(str(wh / "anomalies"))
 
 
 @pytest.mark.spark
@@ -723,12 +756,22 @@ def test_analytics_commands_run(
         if command == "sql" and "--format" in argv:
             assert sorted(csv.DictReader(out.out.splitlines()), key=str) != []
             assert out.out.splitlines()[0].startswith("device_id,")
+        elif command == "sql" and "tenant" in argv[-1]:
+            lines = out.out.splitlines()
+            assert lines[0].split() == ["tenant", "n"]
+            assert sorted(ln.split()[0] for ln in lines[1:]) == ["acme", "default"]
         elif command == "sql":
             assert "window_start" in out.out.splitlines()[0]
             assert len(out.out.splitlines()) >= 5
         elif command == "report" and "--format" in argv:
             page = (Path(out.out.strip())).read_text()
             assert "Fleet report 2026-01-01 10:00 .. 2026-01-01 10:03 UTC" in page
+        elif command == "report" and "--tenant" in argv:  # acme's fleet: its d1 alone
+            with (tmp_path / "var" / "report-acme" / "devices.csv").open() as f:
+                rows = list(csv.DictReader(f))
+            assert [(r["device_id"], r["messages"]) for r in rows] == [("d1", "2")]
+            page = (tmp_path / "var" / "report-acme" / "report.md").read_text()
+            assert "of tenant acme" in page
         elif command == "report":
             summary = (report_dir / "report.md").read_text()
             assert Path(out.out.strip()) == Path("var/report/report.md")

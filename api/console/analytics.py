@@ -26,11 +26,14 @@ def _plain(value: Any) -> Any:
 def read_table(warehouse: Path, table: str, limit: int) -> dict[str, Any]:
     """The newest ``limit`` rows of ``table`` (newest first): {columns, rows} or {missing}."""
     folder = warehouse / table
-    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+    # the Spark job partitions its tables by tenant: <table>/tenant=<id>/*.parquet
+    flat = any(folder.glob("*.parquet")) if folder.is_dir() else False
+    if not flat and not (folder.is_dir() and any(folder.glob("*=*/*.parquet"))):
         return {"table": table, "missing": True, "columns": [], "rows": []}
     con = duckdb.connect()
     try:
-        source = f"read_parquet('{(folder / '*.parquet').as_posix()}')"
+        files = (folder / ("*.parquet" if flat else "*=*/*.parquet")).as_posix()
+        source = f"read_parquet('{files}', hive_partitioning = {str(not flat).lower()})"
         # the path is ours (config + a fixed table name), not the request's
         describe = f"DESCRIBE SELECT * FROM {source}"  # noqa: S608
         columns = [r[0] for r in con.execute(describe).fetchall()]

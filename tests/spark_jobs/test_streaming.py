@@ -34,6 +34,7 @@ def _valid_stream(spark: Any, folder: Path) -> Any:
         spark.readStream.schema(SOURCE_DDL)
         .json(str(folder))
         .select(
+            F.lit("default").alias("tenant"),
             "device_id",
             "ts",
             "seq",

@@ -133,8 +133,8 @@ def test_fleet_minute_percentiles_active_devices_and_late(spark: Any) -> None:
     expected = spark.createDataFrame(
         # nearest-rank percentiles of 1..20: p50 = 10th value, p95 = 19th value
         [
-            (ts(at(0)), ts(at(1)), 4, 20, 3, 10.0, 19.0),
-            (ts(at(1)), ts(at(2)), 1, 1, 0, 50.0, 50.0),
+            (ts(at(0)), ts(at(1)), "default", 4, 20, 3, 10.0, 19.0),
+            (ts(at(1)), ts(at(2)), "default", 1, 1, 0, 50.0, 50.0),
         ],
         out.schema,
     )

@@ -18,11 +18,12 @@ class StackPorts:
     bridge_http: int
     commands_http: int
     api_http: int
+    mqtt_tls: int  # the mutual-TLS listener, on by default with authentication
 
     @classmethod
     def free(cls, tmp_path: Path) -> StackPorts:
         """Ports free now, the data dir `tmp_path/var`."""
-        return cls((tmp_path / "var").resolve(), *free_ports(6))
+        return cls((tmp_path / "var").resolve(), *free_ports(7))
 
     @property
     def bootstrap(self) -> str:
@@ -33,6 +34,7 @@ class StackPorts:
         return [
             "--data-dir", str(self.data_dir),
             "--mqtt-port", str(self.mqtt),
+            "--mqtt-tls-port", str(self.mqtt_tls),
             "--kafka-port", str(self.kafka),
             "--kafka-controller-port", str(self.controller),
             "--bridge-http-port", str(self.bridge_http),

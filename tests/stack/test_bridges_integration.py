@@ -96,9 +96,16 @@ def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[st
     """`up --bridges 2`, the simulator at QoS 1 (optionally `kill -9` of bridge-2 mid-run),
     then the verifier's report and each bridge's acknowledged count; `down` at the end."""
     # bridge-2's port (bridge_http + 10) must be free too, hence ports of its own
-    mqtt, kafka, controller, commands_http, api_http, bridge_http = _ports(6, 10)
+    mqtt, kafka, controller, commands_http, api_http, mqtt_tls, bridge_http = _ports(7, 10)
     stack = StackPorts(
-        (tmp_path / "var").resolve(), mqtt, kafka, controller, bridge_http, commands_http, api_http
+        (tmp_path / "var").resolve(),
+        mqtt,
+        kafka,
+        controller,
+        bridge_http,
+        commands_http,
+        api_http,
+        mqtt_tls,
     )
     args = stack.args
     env = dict(os.environ) | {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.ports import free_ports
+from stack.ports import free_port, free_ports
 from stack.spark_cluster import alive_worker_ui_ports, master_json
 from tests.stack.test_supervisor_integration import (
     _alive,
@@ -43,6 +43,7 @@ def test_up_spark_workers_supervised_status_and_down(tmp_path: Path) -> None:
     args = [
         "--data-dir", str(data_dir),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
     ]  # fmt: skip

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from stack.ports import free_ports
+from stack.ports import free_port, free_ports
 from tests.stack.stack_ports import StackPorts
 
 pytestmark = pytest.mark.integration
@@ -165,6 +165,7 @@ def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
     args = [
         "--data-dir", str((tmp_path / "var").resolve()),
         "--mqtt-port", str(mqtt),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
         "--api-port", str(api_http),

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from stack.ports import free_ports
+from stack.ports import free_port, free_ports
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -86,6 +86,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     secrets = data_dir / "secrets"
     args = [
         "--data-dir", str(data_dir), "--mqtt-port", str(mqtt), "--kafka-port", str(kafka),
+        "--mqtt-tls-port", str(free_port()),
         "--kafka-controller-port", str(controller), "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
     ]  # fmt: skip

@@ -1,0 +1,86 @@
+"""Mosquitto's mutual-TLS listener in the appliance (issue 13, docs/security.md).
+
+On by default with authentication: at every render the appliance CA is made if missing
+(``registry.ca_store``: CA, the listener's server certificate, an empty CRL; or the operator's
+own CA copied in on first start), and the listener lines ``iot-devices ca mosquitto-conf``
+prints are added to mosquitto.conf. A device certificate's CN is its MQTT user name, so the
+registry's dynsec roles apply to it as to a password login. Off with ``--insecure-anonymous``:
+that broker has no identities a certificate could stand for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from registry import pki
+from registry.ca_store import DEFAULT_NAMES, CaStore
+from registry.errors import RegistryError
+from stack.config import StackConfig
+from stack.errors import StackError
+
+
+def enabled(config: StackConfig) -> bool:
+    return config.mqtt_tls and not config.insecure_anonymous
+
+
+def ca_dir(config: StackConfig) -> Path:
+    """The CA `up` uses; `iot-devices` finds the same one through IOT_REGISTRY_CA_DIR."""
+    return Path(config.tls_ca_dir).resolve() if config.tls_ca_dir else config.data_dir / "ca"
+
+
+def server_names(config: StackConfig) -> list[str]:
+    """Names in the listener's certificate: localhost, the bind address, the extra names."""
+    extra = [n.strip() for n in config.tls_server_names.split(",") if n.strip()]
+    names = [*DEFAULT_NAMES, config.connect_host, *extra]
+    return list(dict.fromkeys(names))  # unique, in order
+
+
+def _own_ca(config: StackConfig) -> tuple[Path, Path] | None:
+    if not (config.tls_ca_cert or config.tls_ca_key):
+        return None
+    if not (config.tls_ca_cert and config.tls_ca_key):
+        raise StackError("the operator's CA needs both tls_ca_cert and tls_ca_key")
+    return Path(config.tls_ca_cert), Path(config.tls_ca_key)
+
+
+def ensure_ca(config: StackConfig) -> tuple[CaStore, bool]:
+    """The CA store, created on first start; True if it was created now.
+
+    An existing CA is kept (every device certificate hangs on it); an operator CA given later
+    that is not the one in use is refused rather than silently ignored.
+    """
+    store = CaStore(ca_dir(config))
+    own = _own_ca(config)
+    if store.exists():
+        if own is not None:
+            given = pki.fingerprint(pki.load_cert(own[0].read_bytes()))
+            if given != pki.fingerprint(store.authority().cert):
+                raise StackError(
+                    f"{store.dir} already holds another CA; the operator CA {own[0]} is used "
+                    "only on first start (move the CA directory away to switch)"
+                )
+        return store, False
+    try:
+        made = store.init(server_names(config), own)
+    except (RegistryError, ValueError, OSError) as exc:
+        raise StackError(f"the TLS listener's CA: {exc}") from exc
+    return store, made
+
+
+def listener_lines(config: StackConfig) -> str:
+    """The mosquitto.conf block of the TLS listener ('' when off)."""
+    if not enabled(config):
+        return "# no TLS listener (off, or an anonymous development broker)"
+    store, _made = ensure_ca(config)
+    return store.listener_conf(config.mqtt_tls_port, config.bind_host or None)
+
+
+def url(config: StackConfig) -> str:
+    return f"mqtts://{config.connect_host}:{config.mqtt_tls_port}"
+
+
+def describe(config: StackConfig) -> str:
+    """`up`'s and `status`' line for the listener."""
+    if not enabled(config):
+        return "off"
+    return f"{url(config)} (mutual TLS, CA {ca_dir(config) / 'ca.crt'})"
