@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,60 @@ class PublishOutcome:
     error: str | None  # the first failure, None when every record was acknowledged
 
 
-class KafkaPublisher:
+class PolledProducer:
+    """A confluent-kafka producer whose delivery reports a thread of its own serves."""
+
+    def __init__(self, settings: dict[str, Any], thread_name: str) -> None:
+        self._settings = settings
+        self._thread_name = thread_name
+        self._producer: Producer | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self._producer = Producer(self._settings)
+        self._thread = threading.Thread(target=self._serve, name=self._thread_name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        assert self._producer is not None
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    async def _produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        on_delivery: Callable[[KafkaError | None, Any], None],
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
+        """Queue one record, waiting while the local queue is full; KafkaException if refused."""
+        assert self._producer is not None
+        while True:
+            try:
+                if headers is None:
+                    self._producer.produce(topic, value, key, on_delivery=on_delivery)
+                else:
+                    self._producer.produce(
+                        topic, value, key, on_delivery=on_delivery, headers=headers
+                    )
+                return
+            except BufferError:
+                await asyncio.sleep(0.005)  # the local queue is full: Kafka is behind
+
+    def close(self, timeout_s: float) -> None:
+        if self._producer is not None:
+            self._producer.flush(timeout_s)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._producer = None  # freed: no reconnect attempts after the service stopped
+
+
+class KafkaPublisher(PolledProducer):
     def __init__(self, bootstrap: str, *, linger_ms: int, timeout_ms: int, max_bytes: int) -> None:
-        self._settings = {
+        settings = {
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
@@ -37,19 +89,7 @@ class KafkaPublisher:
             "compression.type": "lz4",
             "client.id": "iot-api",
         }
-        self._producer: Producer | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        self._producer = Producer(self._settings)
-        self._thread = threading.Thread(target=self._serve, name="api-producer", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        assert self._producer is not None
-        while not self._stop.is_set():
-            self._producer.poll(0.05)
+        super().__init__(settings, "api-producer")
 
     async def publish(self, topic: str, records: list[Record]) -> PublishOutcome:
         """Produce every record; return when Kafka has answered for each of them."""
@@ -59,29 +99,15 @@ class KafkaPublisher:
         loop = asyncio.get_running_loop()
         tally = _Tally(loop, len(records))
         for index, record in enumerate(records):
-            while True:
-                try:
-                    self._producer.produce(
-                        topic, record.value, record.key, on_delivery=tally.on_delivery
-                    )
-                    break
-                except BufferError:
-                    await asyncio.sleep(0.005)  # the local queue is full: Kafka is behind
-                except KafkaException as exc:
-                    # not queued: the rest are not sent; wait for those already queued
-                    tally.abandon(len(records) - index, str(exc))
-                    await tally.done
-                    return tally.outcome()
+            try:
+                await self._produce(topic, record.value, record.key, tally.on_delivery)
+            except KafkaException as exc:
+                # not queued: the rest are not sent; wait for those already queued
+                tally.abandon(len(records) - index, str(exc))
+                await tally.done
+                return tally.outcome()
         await tally.done
         return tally.outcome()
-
-    def close(self, timeout_s: float) -> None:
-        if self._producer is not None:
-            self._producer.flush(timeout_s)
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        self._producer = None  # freed: no reconnect attempts after the service stopped
 
 
 class _Tally:

@@ -8,7 +8,7 @@ from api.errors import TOO_MANY_REQUESTS, ApiError
 
 LONG_POLL_HANDLERS = frozenset({"consume"})
 # every Server-Sent Events stream of the service shares one cap (issue 14 item 8)
-SSE_HANDLERS = frozenset({"sawmill_realtime", "device_telemetry"})
+SSE_HANDLERS = frozenset({"sawmill_realtime", "device_telemetry_stream"})
 
 
 class Gate:

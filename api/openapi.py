@@ -7,7 +7,7 @@ from typing import Any
 
 from api import http_devices_model, operator_schemas, queue_model, sawmill
 from api.operator_model import OPERATOR_TAGS
-from api.routes import ROUTES, Route
+from api.routes import DEVICE_TAG, ROUTES, Route
 
 _STRING = {"type": "string"}
 _BOOL_OR_STRING = {"oneOf": [{"type": "boolean"}, _STRING]}
@@ -191,7 +191,7 @@ def _operation(route: Route, secured: bool) -> dict[str, Any]:
         ok_schema = _ref(route.ok_schema) if route.ok_schema else {"type": "object"}
         ok_content = {"application/json": {"schema": ok_schema}}
     responses: dict[str, Any] = {"200": {"description": "OK", "content": ok_content}}
-    device = route.tag == "devices"  # HTTP devices: their own error body, Basic (a device)
+    device = route.tag == DEVICE_TAG  # HTTP devices: their own error body, Basic (a device)
     codes = set(route.errors) | ({401} if secured and (device or route.tag in PROTECTED_TAGS)
                                  else set())  # fmt: skip
     if device:

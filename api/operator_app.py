@@ -282,7 +282,7 @@ class OperatorHandlers:
         view["commands"] = recent[::-1][:20]
         return _json(view)
 
-    async def device_telemetry(self, request: web.Request) -> web.StreamResponse:
+    async def device_telemetry_stream(self, request: web.Request) -> web.StreamResponse:
         """Server-Sent Events: the device's telemetry records as they arrive."""
         caller = caller_of(request)
         require(caller, Operation.READ)

@@ -133,7 +133,7 @@ QUEUE_ROUTES: tuple[Route, ...] = (
 )  # fmt: skip
 
 # HTTP devices (Hono's HTTP adapter paths; api.http_devices, docs/api.md "HTTP devices")
-DEVICE_TAG = "devices"
+DEVICE_TAG = "http-devices"  # not the operator routes' "devices": a device authenticates itself
 DEVICE_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")
 DEVICE_ID = Param("device", "path", "Device id; must be the authenticated device (else 403).")
 REQ_ID = Param("reqId", "path", "The command's `hono-cmd-req-id` (its command id).")
@@ -303,7 +303,7 @@ OPERATOR_ROUTES: tuple[Route, ...] = (
           params=_DP, ok_schema="Device", errors=(403, 404, 503)),
     Route("DELETE", _DEV, "delete_device", "Delete a device.", "registry", params=_DP,
           ok_schema="Deleted", errors=(403, 404, 503)),
-    Route("GET", _DEV + "/telemetry", "device_telemetry",
+    Route("GET", _DEV + "/telemetry", "device_telemetry_stream",
           "The device's telemetry as Server-Sent Events (new records; `event: telemetry`).",
           "devices", params=_DP, ok="event-stream", errors=(403, 404, 429, 503)),
     Route("POST", _DEV + "/disable", "disable_device", "Disable a device.", "registry",
