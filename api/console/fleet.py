@@ -14,6 +14,9 @@ from typing import Any
 
 import orjson
 
+from registry import ids
+from registry.topics import device_username
+
 RECENT_POINTS = 60
 MAX_DLQ = 5000
 MAX_COMMANDS = 5000
@@ -75,6 +78,15 @@ def _json(value: bytes | None) -> Any:
         return None
 
 
+def _tenant(headers: Any) -> str:
+    """The bridge's ``tenant`` header of a record (the default tenant's records have none)."""
+    for k, v in headers or ():
+        if k == "tenant" and v:
+            text = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+            return text if ids.TENANT_RE.fullmatch(text) else ids.DEFAULT_TENANT
+    return ids.DEFAULT_TENANT
+
+
 def _at(doc: dict[str, Any], fallback: int) -> int:
     ts = doc.get("ts")
     return int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else fallback
@@ -130,7 +142,9 @@ class FleetState:
             return
         if name is None or not isinstance(doc, dict):
             return
-        seen = self.seen(name)
+        # a tenant's records come from its own topics with the bridge's `tenant` header; the
+        # pages look devices up by their user name (`acme/pump-1`, `pump-1` for the default)
+        seen = self.seen(device_username(_tenant(headers), name))
         if kind == "telemetry":
             at = _at(doc, timestamp)
             metrics = doc.get("metrics")

@@ -11,11 +11,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
+from bridge.topics import tenant_kafka_topic
+from registry import ids
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,28 @@ BACKLOG: Mapping[str, int | None] = {
 }
 
 
+# kinds whose records tenants have copies of (iot.{t}.telemetry ...); a tenant's dead letters
+# stay out for now: a letter is named by its partition and offset in the one DLQ topic
+TENANT_KINDS = ("telemetry", "events", "presence")
+
+
+def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
+    """Of the Kafka topic ``names``, each tenant's copy of a watched topic -> its kind."""
+    found: dict[str, str] = {}
+    for kind in TENANT_KINDS:
+        base = topics.get(kind)
+        if base is None:
+            continue
+        head, dot, tail = base.partition(".")
+        for name in names:
+            if not (dot and name.startswith(head + ".") and name.endswith("." + tail)):
+                continue
+            tenant = name[len(head) + 1 : len(name) - len(tail) - 1]
+            if ids.TENANT_RE.fullmatch(tenant) and tenant_kafka_topic(base, tenant) == name:
+                found[name] = kind
+    return found
+
+
 class Tailer:
     def __init__(self, bootstrap: str, topics: Mapping[str, str], state: FleetState) -> None:
         self.bootstrap = bootstrap
@@ -42,6 +66,7 @@ class Tailer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
+        self.tenant_topics = 0  # tenants' copies assigned now
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="console-tailer", daemon=True)
@@ -56,7 +81,10 @@ class Tailer:
         meta = consumer.list_topics(timeout=5)
         kinds: dict[str, str] = {}
         assignment = []
-        for kind, topic in self.topics.items():
+        watched = {topic: kind for kind, topic in self.topics.items()}
+        watched |= tenant_copies(self.topics, meta.topics)
+        self.tenant_topics = len(watched) - len(self.topics)
+        for topic, kind in watched.items():
             t = meta.topics.get(topic)
             if t is None or t.error is not None:
                 continue
@@ -74,6 +102,11 @@ class Tailer:
                 self.state.complete[kind] = whole and self.state.complete.get(kind, True)
         consumer.assign(assignment)
         return kinds
+
+    def _new_tenant_topics(self, consumer: Consumer) -> bool:
+        """A tenant's topic made since the last assignment (a new tenant's first records)."""
+        names = consumer.list_topics(timeout=5).topics
+        return len(tenant_copies(self.topics, names)) != self.tenant_topics
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -101,8 +134,10 @@ class Tailer:
                                 offset=msg.offset() or 0, key=msg.key(), value=msg.value(),
                                 headers=msg.headers(), timestamp=msg.timestamp()[1],
                             )  # fmt: skip
-                    if missing and time.monotonic() - checked > 10:
-                        break  # a topic created since: assign again (state is kept)
+                    if time.monotonic() - checked > 10:
+                        if missing or self._new_tenant_topics(consumer):
+                            break  # a topic created since: assign again (state is kept)
+                        checked = time.monotonic()
             except (KafkaException, KeyError) as exc:
                 self.kafka_ok, self.error = False, str(exc)
                 log.warning("console: reading Kafka failed (%s); retrying", exc)

@@ -30,6 +30,21 @@ def test_telemetry_and_presence_make_a_device_row() -> None:
     assert state.device_row("nobody", 0)["online"] is None
 
 
+def test_a_tenants_records_are_its_devices_by_their_user_name() -> None:
+    """Same-named devices of two tenants stay apart: the bridge's `tenant` header decides."""
+    state = FleetState()
+    acme: Headers = [("tenant", b"acme"), ("received_at", b"1")]
+    _apply(state, "telemetry", "pump-1", {"ts": 1000, "metrics": {"t": 1.0}}, headers=acme)
+    _apply(state, "presence", "pump-1", {"online": True, "at": 900}, headers=acme)
+    _apply(state, "telemetry", "pump-1", {"ts": 2000, "metrics": {"t": 2.0}})
+    _apply(state, "telemetry", "pump-1", {"ts": 3000, "metrics": {"t": 3.0}},
+           headers=[("tenant", b"../x")])  # fmt: skip  # not a tenant id: the default's
+    assert state.device_row("acme/pump-1", 5000)["values"] == {"t": 1.0}
+    assert state.device_row("acme/pump-1", 5000)["online"] is True
+    assert state.device_row("pump-1", 5000)["values"] == {"t": 3.0}
+    assert state.device_row("pump-1", 5000)["online"] is None
+
+
 def test_dead_letters_and_their_audit_disposition() -> None:
     state = FleetState()
     headers = [("mqtt_topic", b"devices/d1/telemetry"), ("error", b"not_json"),

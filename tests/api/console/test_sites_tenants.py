@@ -21,6 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from stack.ports import free_ports
 from tests.api.console.conftest import Browser, ConsoleStack
 from tests.api.console.test_flows import POST_JS
+from tests.api.console.test_history import GET_JS
 from tests.api.console.test_pages import login
 
 pytestmark = pytest.mark.integration
@@ -147,6 +148,18 @@ def test_tenant_rates_and_quota_use_from_the_bridge(
         assert found is not None
         row = found
         assert int(row["use"].split()[0]) > 150, row  # ~8 msgs/s against a quota of 2
+
+        # its records are on acme's own topic: the device shows with its last value (a tenant
+        # topic made after iot-api started is followed within the tailer's 10 s re-check)
+        def listed(d: Any) -> dict[str, Any] | None:
+            page = d.execute_async_script(GET_JS, f"/devices?tenant=acme&q={device}")
+            rows = [r for r in page["rows"] if r["id"] == device]
+            return rows[0] if rows and rows[0]["values"] else None
+
+        shown = WebDriverWait(browser.driver, 30, poll_frequency=0.5).until(listed)
+        assert shown is not None
+        assert shown["values"] == {"level": 1.0}, shown
+        assert shown["last_seen"], shown
         browser.shot("tenants-over-quota")
         assert browser.console_errors() == []
         assert browser.failed_requests() == []
