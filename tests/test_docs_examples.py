@@ -1000,8 +1000,9 @@ def test_kafka_cluster_examples_run(
 
     def use(data_dir: Path) -> None:
         taken = range(kafka_port, kafka_port + 6)
-        mqtt, bridge, commands, api = [p for p in free_ports(10) if p not in taken][:4]
+        mqtt, bridge, commands, api, tls = [p for p in free_ports(10) if p not in taken][:5]
         monkeypatch.setenv("IOT_DATA_DIR", str(data_dir))
+        monkeypatch.setenv("IOT_MQTT_TLS_PORT", str(tls))  # two stacks: not both on 8883
         monkeypatch.setenv("IOT_STACK_API_PORT", str(api))
         monkeypatch.setenv("IOT_MQTT_PORT", str(mqtt))
         monkeypatch.setenv("IOT_STACK_BRIDGE_HTTP_PORT", str(bridge))

@@ -105,7 +105,8 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert "registry credentials" in up.stdout
 
         # secrets: 0600 files; the bridge got a password *file*, not the secret, in its env
-        names = ["bridge.secret", "commands.secret", "devices.json", "registry-admin.secret"]
+        names = ["api.secret", "bridge.secret", "commands.secret", "devices.json"]
+        names.append("registry-admin.secret")
         assert sorted(p.name for p in secrets.iterdir()) == names
         for path in secrets.iterdir():
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
@@ -145,7 +146,8 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
         assert listed.returncode == 0, listed.stderr
         assert sorted(d["id"] for d in json.loads(listed.stdout)) == DEVICES
         accounts = _run("registry", [*registry, "account", "list"], env)
-        assert sorted(a["name"] for a in json.loads(accounts.stdout)) == ["bridge", "commands"]
+        names = sorted(a["name"] for a in json.loads(accounts.stdout))
+        assert names == ["api", "bridge", "commands"]
         got = _keys_since(bootstrap, ends, dict.fromkeys(DEVICES, 3))
         assert all(got.get(d, 0) >= 3 for d in DEVICES), got
 
