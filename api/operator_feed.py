@@ -129,12 +129,10 @@ class FleetFeed:
                 topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset()
                 self._next[(topic, partition)] = (offset or 0) + 1
                 kind, tenant = self._kind(topic) or ("", DEFAULT_TENANT)
-                key = msg.key()
-                if kind in ("telemetry", "presence") and key is not None:
-                    key = device_username(tenant, key.decode("utf-8", "replace")).encode()
                 self.state.apply(
-                    kind, partition=partition, offset=offset or 0, key=key, value=msg.value(),
-                    headers=msg.headers(), timestamp=msg.timestamp()[1],
+                    kind, partition=partition, offset=offset or 0, key=msg.key(),
+                    value=msg.value(), headers=msg.headers(), timestamp=msg.timestamp()[1],
+                    tenant=tenant,  # from the topic: iot.{t}.telemetry is tenant t's
                 )  # fmt: skip
                 if kind == "status":
                     self._remember_tenant(msg.value())

@@ -120,9 +120,11 @@ class FleetState:
         value: bytes | None,
         headers: Any,
         timestamp: int,
+        tenant: str | None = None,
     ) -> None:
         """One Kafka record of the topic playing ``kind`` (telemetry, events, presence, dlq,
-        status, replies, audit)."""
+        status, replies, audit); a device's ``tenant`` is the caller's (known from the
+        topic), else the record's ``tenant`` header."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if kind == "dlq":
             self._dead_letter(
@@ -144,7 +146,7 @@ class FleetState:
             return
         # a tenant's records come from its own topics with the bridge's `tenant` header; the
         # pages look devices up by their user name (`acme/pump-1`, `pump-1` for the default)
-        seen = self.seen(device_username(_tenant(headers), name))
+        seen = self.seen(device_username(tenant or _tenant(headers), name))
         if kind == "telemetry":
             at = _at(doc, timestamp)
             metrics = doc.get("metrics")

@@ -45,6 +45,15 @@ def test_a_tenants_records_are_its_devices_by_their_user_name() -> None:
     assert state.device_row("pump-1", 5000)["online"] is None
 
 
+def test_the_tenant_known_from_the_topic_wins_over_the_header() -> None:
+    state = FleetState()
+    value = orjson.dumps({"ts": 1000, "metrics": {"t": 1.0}})
+    state.apply("telemetry", partition=0, offset=0, key=b"pump-1", value=value,
+                headers=None, timestamp=5, tenant="beta")  # fmt: skip
+    assert state.device_row("beta/pump-1", 2000)["values"] == {"t": 1.0}
+    assert "pump-1" not in state.devices
+
+
 def test_dead_letters_and_their_audit_disposition() -> None:
     state = FleetState()
     headers = [("mqtt_topic", b"devices/d1/telemetry"), ("error", b"not_json"),
