@@ -144,7 +144,7 @@ def test_pipeline_records_equal_the_general_mappings(monkeypatch: pytest.MonkeyP
     loop.close()
     topics = Topics()
     now_ms = NOW_NS // 1_000_000
-    expected = []
+    expected: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]] = []
     for topic, payload, qos in INPUTS:
         rec = map_message(topic, payload, qos, now_ms, topics=topics, max_payload_bytes=200)
         if topic.startswith("tenants/t2/"):  # not ready: the default DLQ, tenant_not_ready
