@@ -19,7 +19,6 @@ from bisect import bisect_left
 from collections import deque
 from typing import Any
 
-import orjson
 from confluent_kafka import KafkaError
 
 from bridge.config import BridgeConfig
@@ -36,7 +35,7 @@ from bridge.mapping import (
 from bridge.mqtt_client import Subscriber
 from bridge.pending import AckWindow, Entry
 from bridge.quota import TenantQuotas, parse_rates
-from bridge.routes import QOS_HEADERS, Route, accepts, route_for
+from bridge.routes import QOS_HEADERS, Route, accepts_payload, route_for
 from bridge.stats import BridgeStats
 from bridge.topics import DEFAULT_TENANT, device_id_hint, parse_device_topic_cached
 
@@ -152,26 +151,25 @@ class TelemetryPipeline:
         headers: list[tuple[str, bytes]] | None = None
         if quotas.buckets and not quotas.allow(tenant, time.monotonic()):
             rec = self._over_quota(topic, payload, now_ms)
-        elif route.fast and len(payload) <= self._max_payload:
+        elif (
+            route.fast
+            and len(payload) <= self._max_payload
+            and accepts_payload(payload, route.device_id, route.telemetry)
+        ):
             # the common message: one parse, one check, the topic's precomputed parts
-            try:
-                doc = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                doc = None
-            if accepts(doc, route.device_id, route.telemetry):
-                if now_ms != self._received_ms:
-                    self._received_ms = now_ms
-                    self._received_header = ("received_at", str(now_ms).encode())
-                qos_header = QOS_HEADERS[qos] if 0 <= qos <= 2 else ("qos", str(qos).encode())
-                if route.tenant_header is None:
-                    headers = [route.topic_header, self._received_header, qos_header]
-                else:
-                    headers = [
-                        route.topic_header,
-                        self._received_header,
-                        qos_header,
-                        route.tenant_header,
-                    ]
+            if now_ms != self._received_ms:
+                self._received_ms = now_ms
+                self._received_header = ("received_at", str(now_ms).encode())
+            qos_header = QOS_HEADERS[qos] if 0 <= qos <= 2 else ("qos", str(qos).encode())
+            if route.tenant_header is None:
+                headers = [route.topic_header, self._received_header, qos_header]
+            else:
+                headers = [
+                    route.topic_header,
+                    self._received_header,
+                    qos_header,
+                    route.tenant_header,
+                ]
         if headers is None:
             if rec is None:
                 rec = map_message(

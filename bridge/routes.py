@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Final, NamedTuple
 
+import orjson
+
 from bridge.mapping import Topics, tenant_topics
 from bridge.topics import DEFAULT_TENANT, Channel, parse_device_topic_cached
 
@@ -62,6 +64,16 @@ def route_for(
         device_id,
         chan is Channel.TELEMETRY,
     )
+
+
+def accepts_payload(payload: bytes, device_id: str, telemetry: bool) -> bool:
+    """:func:`accepts` of the parsed ``payload`` (False if it is not JSON; the general path
+    then tells garbage from non-finite numbers)."""
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return accepts(doc, device_id, telemetry)
 
 
 def accepts(doc: Any, device_id: str, telemetry: bool) -> bool:

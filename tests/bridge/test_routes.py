@@ -12,7 +12,7 @@ import pytest
 
 from bridge.config import BridgeConfig
 from bridge.mapping import Topics, map_message, validate_event, validate_telemetry
-from bridge.routes import accepts, route_for
+from bridge.routes import accepts, accepts_payload, route_for
 from bridge.service import TelemetryBridge
 
 KINDS = {"iot.telemetry": "telemetry", "iot.events": "events", "iot.t1.telemetry": "telemetry"}
@@ -66,6 +66,21 @@ def test_accepts_exactly_what_the_general_mapping_maps(
     assert accepts(doc, "d1", False) is as_event
     assert _general(doc, True) is as_telemetry  # the table itself agrees with mapping.py
     assert _general(doc, False) is as_event
+
+
+@pytest.mark.parametrize(
+    ("payload", "accepted"),
+    [
+        (b'{"ts":1,"seq":0,"metrics":{"a":1}}', True),
+        (b'{"ts":1,"seq":0,"metrics":{"a":NaN}}', False),
+        (b'{"ts":1,"seq":0,"metrics":{"a":1e999}}', False),
+        (b"nope", False),
+        (b"\xff\xfe", False),
+        (b"", False),
+    ],
+)
+def test_accepts_payload_parses_first(payload: bytes, accepted: bool) -> None:
+    assert accepts_payload(payload, "d1", True) is accepted
 
 
 def test_route_of_a_default_device_topic() -> None:
