@@ -47,6 +47,7 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     (PIPELINE, None, "bridge/stats.py"),
     (PIPELINE, None, "bridge/flush.py"),
     (MAPPING, None, "bridge/mapping.py"),
+    (MAPPING, None, "bridge/routes.py"),
     (MAPPING, None, "bridge/topics.py"),
     (MAPPING, None, "bridge/quota.py"),
     (EVENT_LOOP, None, "asyncio/"),

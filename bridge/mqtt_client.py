@@ -77,17 +77,25 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_in = time.monotonic()
-        self.buf += data
-        self._process()
+        if self.buf:
+            self.buf += data
+            self._process()
+        else:  # the common case: no partial packet left from the last read, decode in place
+            self._process(data)
 
-    def _process(self) -> None:
-        """Decode the complete packets in ``buf``; stop early while paused (back-pressure)."""
-        view = self.buf
+    def _process(self, data: bytes | None = None) -> None:
+        """Decode the complete packets in ``data`` (else ``buf``); stop early while paused
+        (back-pressure); what is left waits in ``buf``. Works on immutable bytes so that each
+        topic and payload is one slice (a memoryview slice of a bytearray costs two objects)."""
+        if data is None:
+            view = bytes(self.buf)
+            self.buf.clear()
+        else:
+            view = data
         size = len(view)
         pos = 0
         sink = self.owner.sink
         topics = self.owner.topic_cache
-        mv = memoryview(view)
         try:
             while size - pos >= 2 and not self.paused:
                 first = view[pos]
@@ -109,7 +117,7 @@ class _Connection(asyncio.Protocol):
                 if first >> 4 == codec.PUBLISH:
                     qos = (first >> 1) & 0x03
                     i = start + 2 + ((view[start] << 8) | view[start + 1])
-                    raw_topic = bytes(mv[start + 2 : i])
+                    raw_topic = view[start + 2 : i]
                     topic = topics.get(raw_topic)
                     if topic is None:
                         topic = raw_topic.decode("utf-8", "replace")
@@ -129,19 +137,17 @@ class _Connection(asyncio.Protocol):
                         if decoded is None:
                             raise codec.MqttProtocolError("malformed PUBLISH properties")
                         i = decoded[1] + decoded[0]
-                    sink.on_publish(topic, bytes(mv[i:end]), qos, mid, bool(first & 0x08))
+                    sink.on_publish(topic, view[i:end], qos, mid, bool(first & 0x08))
                 else:
-                    self._control(first >> 4, bytes(mv[start:end]))
+                    self._control(first >> 4, view[start:end])
         except (codec.MqttProtocolError, IndexError) as exc:
-            mv.release()
             log.error("MQTT protocol error, dropping the connection: %s", exc)
             self.owner.errors["protocol"] = self.owner.errors.get("protocol", 0) + 1
             self.buf.clear()
             self.close()
             return
-        mv.release()
-        if pos:
-            del view[:pos]
+        if pos < size:
+            self.buf += view[pos:] if pos else view
 
     def _control(self, kind: int, body: bytes) -> None:
         if kind == codec.PINGRESP:

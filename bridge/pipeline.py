@@ -35,6 +35,7 @@ from bridge.mapping import (
 from bridge.mqtt_client import Subscriber
 from bridge.pending import AckWindow, Entry
 from bridge.quota import TenantQuotas, parse_rates
+from bridge.routes import QOS_HEADERS, Route, accepts_payload, route_for
 from bridge.stats import BridgeStats
 from bridge.topics import DEFAULT_TENANT, device_id_hint, parse_device_topic_cached
 
@@ -55,7 +56,7 @@ FATAL_DELIVERY_CODES = frozenset(
     }
 )
 _RESUME_FRACTION = 0.8
-_CHANNEL_CACHE_MAX = 200_000  # one entry per device channel, like the subscriber's topic cache
+_ROUTE_CACHE_MAX = 200_000  # one entry per device channel, like the subscriber's topic cache
 _FAST_TICK_S = 0.001
 _IDLE_TICK_S = 0.1
 # flush()'s wait for an early send: long enough for librdkafka's broker thread to wake up and
@@ -114,7 +115,11 @@ class TelemetryPipeline:
         # the back-pressure bounds, read per message
         self._max_pending = config.pending_max_messages
         self._max_pending_bytes = config.pending_max_bytes - config.max_payload_bytes
-        self._channels: dict[str, str] = {}  # MQTT topic -> its last level (the stats' channel)
+        self._max_payload = config.max_payload_bytes
+        # MQTT topic -> what its records share (bridge.routes); cleared when tenants change
+        self._routes: dict[str, Route] = {}
+        self._received_ms = -1  # the received_at header, built once per millisecond
+        self._received_header: tuple[str, bytes] = ("received_at", b"")
         self.linger: AdaptiveLinger | None = None
         if config.kafka_adaptive_linger_ms:
             top = min(config.kafka_adaptive_linger_ms, config.kafka_linger_ms) / 1000
@@ -136,58 +141,89 @@ class TelemetryPipeline:
     def on_publish(self, topic: str, payload: bytes, qos: int, packet_id: int, dup: bool) -> None:
         stats = self.stats
         now_ms = time.time_ns() // 1_000_000
-        if self.quotas.buckets and not self.quotas.allow(_tenant_of(topic), time.monotonic()):
+        route = self._routes.get(topic)
+        if route is None:
+            route = self._new_route(topic)
+        tenant = route.tenant
+        quotas = self.quotas
+        rec: KafkaRecord | None = None
+        kafka_topic = route.kafka_topic
+        headers: list[tuple[str, bytes]] | None = None
+        if quotas.buckets and not quotas.allow(tenant, time.monotonic()):
             rec = self._over_quota(topic, payload, now_ms)
+        elif (
+            route.fast
+            and len(payload) <= self._max_payload
+            and accepts_payload(payload, route.device_id, route.telemetry)
+        ):
+            # the common message: one parse, one check, the topic's precomputed parts
+            if now_ms != self._received_ms:
+                self._received_ms = now_ms
+                self._received_header = ("received_at", str(now_ms).encode())
+            qos_header = QOS_HEADERS[qos] if 0 <= qos <= 2 else ("qos", str(qos).encode())
+            if route.tenant_header is None:
+                headers = [route.topic_header, self._received_header, qos_header]
+            else:
+                headers = [
+                    route.topic_header,
+                    self._received_header,
+                    qos_header,
+                    route.tenant_header,
+                ]
+        if headers is None:
+            if rec is None:
+                rec = map_message(
+                    topic,
+                    payload,
+                    qos,
+                    now_ms,
+                    topics=self.topics,
+                    max_payload_bytes=self._max_payload,
+                )
+            tenant = rec.tenant
+            if tenant not in self.ready_tenants:
+                rec = self._not_ready(rec, topic, payload, now_ms)
+            if rec.error is not None:
+                stats.dlq[rec.error.value] += 1
+                stats.tenant_dlq[tenant, rec.error.value] += 1
+                log.debug("DLQ %s %s: %s", rec.error.value, topic, rec.detail)
+            kafka_topic = rec.topic
+            kind = self._kinds[kafka_topic]
+            key, value, headers = rec.key, rec.value, rec.headers
         else:
-            rec = map_message(
-                topic,
-                payload,
-                qos,
-                now_ms,
-                topics=self.topics,
-                max_payload_bytes=self.config.max_payload_bytes,
-            )
-        tenant = rec.tenant
-        if tenant not in self.ready_tenants:
-            rec = self._not_ready(rec, topic, payload, now_ms)
-        channel = self._channels.get(topic)
-        if channel is None:
-            channel = topic.rsplit("/", 1)[-1]
-            if len(self._channels) < _CHANNEL_CACHE_MAX:
-                self._channels[topic] = channel
-        stats.received[channel] += 1
+            kind = route.kind
+        stats.received[route.channel] += 1
         stats.tenant_received[tenant] += 1
         stats.received_bytes += len(payload)
         if dup:
             stats.redelivered += 1
-        if rec.error is not None:
-            stats.dlq[rec.error.value] += 1
-            stats.tenant_dlq[tenant, rec.error.value] += 1
-            log.debug("DLQ %s %s: %s", rec.error.value, topic, rec.detail)
         sub = self.subscriber
-        entry = Entry(
-            packet_id,
-            sub.generation if sub is not None else 0,
-            len(payload),
-            self._kinds[rec.topic],
-        )
+        entry = Entry(packet_id, sub.generation if sub is not None else 0, len(payload), kind)
         window = self.window
         window.add(entry)
         self.produced_count += 1
         if not self._tick_fast:
             self._speed_up_ticks()
+        if rec is None:
+            key, value = route.key, payload
         if self._backlog:
-            self._backlog.append((rec, entry))
+            self._backlog.append((KafkaRecord(kafka_topic, key, value, headers), entry))
         else:
             try:
                 self._producer.produce(
-                    rec.topic, rec.value, rec.key, on_delivery=entry.delivered, headers=rec.headers
+                    kafka_topic, value, key, on_delivery=entry.delivered, headers=headers
                 )
             except BufferError:
-                self._backlog.append((rec, entry))
+                self._backlog.append((KafkaRecord(kafka_topic, key, value, headers), entry))
                 self._pause()
         if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
             self._pause()
+
+    def _new_route(self, topic: str) -> Route:
+        route = route_for(topic, self.topics, self.ready_tenants, self._kinds)
+        if len(self._routes) < _ROUTE_CACHE_MAX:
+            self._routes[topic] = route
+        return route
 
     # --- tenants ------------------------------------------------------------------------------
 
@@ -240,6 +276,7 @@ class TelemetryPipeline:
             ):
                 self._kinds[name] = kind
         self.ready_tenants = ready | {DEFAULT_TENANT}
+        self._routes.clear()  # a route knows whether its tenant was ready
         self._tenants_requested -= ready
         self.quotas.set_rates(rates, time.monotonic())
 

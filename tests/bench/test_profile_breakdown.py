@@ -33,6 +33,8 @@ def test_the_deepest_stage_wins() -> None:
     mapped = ON_PUBLISH.format(line=130) + ";map_message (bridge/mapping.py:218)"
     assert classify(mapped) == MAPPING
     assert classify(mapped + ";0x7f00 (?)") == MAPPING  # C code below keeps its caller's stage
+    shortcut = ON_PUBLISH.format(line=156) + ";accepts_payload (bridge/routes.py:80)"
+    assert classify(shortcut) == MAPPING
 
 
 def test_produce_by_line_or_by_native_frame() -> None:
