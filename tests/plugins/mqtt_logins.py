@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -136,3 +136,23 @@ def bridge_login_settings(port: int) -> dict[str, Any]:
     if login.password_file is not None:  # the secret stays off the environment
         return {"mqtt_username": login.username, "mqtt_password_file": str(login.password_file)}
     return {"mqtt_username": login.username, "mqtt_password": login.password}
+
+
+def sim_login_args(port: int) -> list[str]:
+    """``iot-sim run`` flags that log every simulated device in as the test account."""
+    login = login_for(port)
+    if login is None:
+        return []
+    return ["--mqtt-username", login.username, "--mqtt-password", login.password]
+
+
+class Credentials(TypedDict, total=False):
+    username: str
+    password: str
+
+
+def credentials(port: int) -> Credentials:
+    """``username=``/``password=`` keyword arguments of the test login (the command path's
+    links take them so), or none for an anonymous broker."""
+    login = login_for(port)
+    return {} if login is None else {"username": login.username, "password": login.password}

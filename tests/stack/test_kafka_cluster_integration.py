@@ -26,6 +26,7 @@ from stack.kafka_health import cluster_view, quorum_status
 from stack.launcher import Stack
 from stack.topics import TopicSpec, ensure_topics
 from tests.bridge.helpers import Record, consume, telemetry, wait_for
+from tests.plugins.mqtt_logins import set_login
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +55,7 @@ class DevicePublisher:
         self.sent = 0
         self.rounds = 0
         self._stop = threading.Event()
+        set_login(self.client, port)
         self.client.connect(host, port)
         self.client.loop_start()
         wait_for(self.client.is_connected, 10, "the device publisher to connect")
