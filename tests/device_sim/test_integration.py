@@ -291,13 +291,16 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
     client.connect(stack.mqtt_host, stack.mqtt_port)
     client.loop_start()
     try:
-        client.subscribe([("devices/+/status", 1), ("devices/+/replies/#", 1),
-                          (f"answers/{prefix}/#", 1)])  # fmt: skip
+        # what the test login (the command path's role) may read: replies are one level deep
+        client.subscribe([("devices/+/status", 1), ("devices/+/replies/+", 1)])
         _wait_for(lambda: len(online) == 6, 20, "6 devices online")
         d0, d1 = f"{prefix}-00000", f"{prefix}-00001"
         props = Properties(PacketTypes.PUBLISH)
         props.CorrelationData = b"corr-1"
-        props.ResponseTopic = f"answers/{prefix}/corr-1"
+        # another topic than the default reply topic (.../replies/corr-1), and one a device may
+        # publish to (its own replies: the appliance's ACL)
+        answer_topic = f"devices/{d0}/replies/answer-{prefix}"
+        props.ResponseTopic = answer_topic
         client.publish(f"devices/{d0}/commands/reboot", b'{"delay": 1}', qos=1, properties=props)
         client.publish(f"devices/{d1}/commands/ping", b'{"command_id": "json-1"}', qos=1)
         client.publish("groups/group-0/commands/blink", b'{"command_id": "grp-1"}', qos=1)
@@ -321,7 +324,7 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
             for _, body, _ in replies
             if body["command_id"] == "grp-1" and body["result"]["device_id"].startswith(prefix)
         }
-    body, corr = by_topic[f"answers/{prefix}/corr-1"]
+    body, corr = by_topic[answer_topic]
     assert (body["status"], body["command_id"], corr) == ("ok", "corr-1", b"corr-1")
     assert body["result"]["command"] == "reboot"
     assert body["result"]["device_id"] == d0
@@ -477,7 +480,7 @@ def test_realistic_traffic_events_bursts_churn_and_commands_verify_clean(
     client.loop_start()
     commands: list[str] = []
     try:
-        client.subscribe([("devices/+/status", 1), ("devices/+/replies/#", 1)])
+        client.subscribe([("devices/+/status", 1), ("devices/+/replies/+", 1)])
         _wait_for(lambda: len(online) == devices, 30, "the fleet online")
         started = time.monotonic()
         while time.monotonic() - started < 8:  # commands while the fleet sends, then a margin
