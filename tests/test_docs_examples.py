@@ -484,7 +484,10 @@ def test_stack_status_runs(
         lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
         assert set(lines) == {"mosquitto", "kafka"}  # what that `up` started
         assert "running (pid " in lines["mosquitto"]
-        assert lines["mosquitto"].endswith(recorded["mqtt"])
+        # and the TLS listener `up` opened (authentication on: the session's stack has one)
+        tls = recorded.get("mqtt_tls", "off")
+        shown = recorded["mqtt"] + ("" if tls == "off" else f", {tls.split()[0]}")
+        assert lines["mosquitto"].endswith(shown)
         assert lines["kafka"].endswith(recorded["kafka"])
 
 
