@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 from hypothesis import settings
@@ -99,10 +99,11 @@ def _env_endpoints(mqtt_url: str, kafka_bootstrap: str) -> Endpoints:
     host, port = parsed.hostname or "127.0.0.1", parsed.port or 1883
     secrets = os.environ.get("IOT_TEST_SECRETS_DIR")
     secrets_dir = Path(secrets) if secrets else None
-    username = os.environ.get("IOT_TEST_MQTT_USERNAME") or parsed.username
+    # mqtt://user:password@host:port works too (quoted: svc%2Fci for svc/ci)
+    username = os.environ.get("IOT_TEST_MQTT_USERNAME") or unquote(parsed.username or "")
     login = None
     if username:
-        password = os.environ.get("IOT_TEST_MQTT_PASSWORD") or parsed.password or ""
+        password = os.environ.get("IOT_TEST_MQTT_PASSWORD") or unquote(parsed.password or "")
         login = MqttLogin(username, password)
         register(port, login)
     elif secrets_dir is not None:

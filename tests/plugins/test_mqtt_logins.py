@@ -45,3 +45,24 @@ def test_test_login_moves_device_traffic_and_device_logins_are_their_own(
     finally:
         reader.close()
         publisher.close()
+
+
+def test_servers_someone_runs_take_the_login_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.conftest import _env_endpoints
+
+    for name in ("IOT_TEST_MQTT_USERNAME", "IOT_TEST_MQTT_PASSWORD", "IOT_TEST_SECRETS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    found = _env_endpoints("mqtt://svc%2Fci:s3cret@mq.example:11999", "k:9092")
+    assert (found.mqtt_host, found.mqtt_port) == ("mq.example", 11999)
+    assert found.login is not None
+    assert (found.login.username, found.login.password) == ("svc/ci", "s3cret")
+    assert login_for(11999) == found.login  # helpers given only the port log in too
+    monkeypatch.setenv("IOT_TEST_MQTT_USERNAME", "svc/other")
+    monkeypatch.setenv("IOT_TEST_MQTT_PASSWORD", "pw")
+    found = _env_endpoints("mqtt://mq.example:11998", "k:9092")
+    assert found.login is not None
+    assert (found.login.username, found.login.password) == ("svc/other", "pw")
+    monkeypatch.delenv("IOT_TEST_MQTT_USERNAME")
+    assert _env_endpoints("mqtt://mq.example:11997", "k:9092").login is None  # anonymous
