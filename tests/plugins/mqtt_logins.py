@@ -6,20 +6,18 @@ the tests that are not about authorization, `provision_test_login` then creates 
 account through the registry, svc/tests, with the bridge's, the command path's and iot-api's
 roles (read the up-link, send commands, publish and receive as any device), and records its
 login by Mosquitto port: helpers that are given only (host, port) log in with
-`login_for(port)` or `paho_client(port)`. Tests that act as one device get that device's own
+`login_for(port)` or `set_login(client, port)`. Tests that act as one device get that device's own
 credentials from `provision_devices` (the registry's `add_devices`, as `up --devices N`).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 
 from registry.dynsec import DynsecClient
 from registry.kafka_store import KafkaStore
@@ -115,17 +113,6 @@ def set_login(client: mqtt.Client, port: int) -> mqtt.Client:
     if login is not None:
         client.username_pw_set(login.username, login.password)
     return client
-
-
-def paho_client(port: int, client_id: str = "", **kwargs: Any) -> mqtt.Client:
-    """An MQTT 5 paho client (callback API 2) with the test login of Mosquitto ``port``."""
-    client = mqtt.Client(
-        CallbackAPIVersion.VERSION2,
-        client_id=client_id or f"test-{uuid.uuid4().hex[:12]}",
-        protocol=mqtt.MQTTv5,
-        **kwargs,
-    )
-    return set_login(client, port)
 
 
 def bridge_login_settings(port: int) -> dict[str, Any]:
