@@ -279,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             from stack.launcher import Stack
 
             local = Stack(
-                StackConfig.servers_on_free_ports(root / "stack", partitions=6, kafka_heap="512m")
+                # anonymous, explicitly: the benchmark measures the data path, not the log-in
+                StackConfig.servers_on_free_ports(
+                    root / "stack", partitions=6, kafka_heap="512m", insecure_anonymous=True
+                )
             )
             local.up()
             bootstrap = local.kafka_bootstrap

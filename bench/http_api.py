@@ -303,7 +303,12 @@ def main(argv: list[str] | None = None) -> int:
             from stack.config import StackConfig
             from stack.launcher import Stack
 
-            stack = Stack(StackConfig.servers_on_free_ports(Path(tmp) / "stack", partitions=3))
+            # anonymous, explicitly: the benchmark measures the data path, not the log-in
+            stack = Stack(
+                StackConfig.servers_on_free_ports(
+                    Path(tmp) / "stack", partitions=3, insecure_anonymous=True
+                )
+            )
             stack.up()
             try:
                 result = run(stack.kafka_bootstrap, args, Path(tmp) / "iot-api.log")

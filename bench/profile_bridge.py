@@ -240,7 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.attach:
         stack = _Attached(args.attach)
     else:
-        stack = Stack(StackConfig.servers_on_free_ports(data_dir / "stack", opts.partitions))
+        # anonymous, explicitly: the profile measures the data path, not the log-in
+        stack = Stack(
+            StackConfig.servers_on_free_ports(
+                data_dir / "stack", opts.partitions, insecure_anonymous=True
+            )
+        )
         stack.up()
     rows: list[dict[str, Any]] = []
     maximum = args.max_rate

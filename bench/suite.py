@@ -92,7 +92,12 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     data_dir = options.data_dir or Path(tempfile.mkdtemp(prefix="iot-bench-"))
     options = SuiteOptions(**{**options.__dict__, "data_dir": data_dir})
     # Mosquitto + Kafka on free ports in their own data dir (the project's launcher)
-    stack = Stack(StackConfig.servers_on_free_ports(data_dir / "stack", options.partitions))
+    # anonymous, explicitly: the suite measures the data path, not the log-in
+    stack = Stack(
+        StackConfig.servers_on_free_ports(
+            data_dir / "stack", options.partitions, insecure_anonymous=True
+        )
+    )
     say(f"starting Mosquitto + Kafka under {data_dir} ...")
     stack.up(progress=_stack_progress)
     runner = Runner(stack, options, run)

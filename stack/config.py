@@ -355,13 +355,20 @@ class StackConfig:
 
     @classmethod
     def servers_on_free_ports(
-        cls, data_dir: Path, partitions: int = 12, kafka_heap: str = "768m", kafka_nodes: int = 1
+        cls,
+        data_dir: Path,
+        partitions: int = 12,
+        kafka_heap: str = "768m",
+        kafka_nodes: int = 1,
+        *,
+        insecure_anonymous: bool = False,
     ) -> StackConfig:
         """Only Mosquitto and Kafka (one node, or a cluster), on ports free now: for tests and
         benchmarks.
 
-        Not supervised: fault tests stop, kill and restart the servers themselves. Anonymous
-        (explicitly) until the fixtures provision what they need (issue 13 phase 3).
+        Not supervised: fault tests stop, kill and restart the servers themselves. Mosquitto
+        logs clients in as `up` does (dynamic security, the service accounts provisioned once
+        Kafka is up) unless ``insecure_anonymous`` is asked for explicitly.
         """
         if kafka_nodes > 1:
             # the nodes take consecutive ports: client, controller, client, controller, ...
@@ -386,7 +393,7 @@ class StackConfig:
             with_api=False,
             with_analytics=False,
             supervise=False,
-            insecure_anonymous=True,
+            insecure_anonymous=insecure_anonymous,
         )
 
     @property

@@ -2,9 +2,17 @@
 
 Order of preference for the servers (issue 2):
 1. `IOT_TEST_MQTT_URL` + `IOT_TEST_KAFKA_BOOTSTRAP`: servers someone already runs;
-2. a Docker engine that answers: testcontainers' Mosquitto and Kafka (KRaft) modules;
+2. a Docker engine that answers: testcontainers' Kafka (KRaft) module, and Mosquitto as in 3;
 3. otherwise the same launcher `iot-stack` uses, as local processes on free ports.
 A server that cannot be had is an error, never a skip.
+
+Mosquitto runs with authentication on, as `iot-stack up` runs it (issue 13): the fixtures
+provision the service accounts and a test account through the registry
+(tests/plugins/mqtt_logins.py); `Endpoints.login` is the test account's login and
+`Endpoints.device_logins(ids)` registers devices of their own. With servers someone already
+runs (1), the login is `IOT_TEST_MQTT_USERNAME` + `IOT_TEST_MQTT_PASSWORD`, or is provisioned
+when `IOT_TEST_SECRETS_DIR` names that stack's secrets dir (`<data dir>/secrets` of `iot-stack
+up`: the registry admin's secret), which per-device logins need too.
 """
 
 from __future__ import annotations
@@ -13,11 +21,11 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 from hypothesis import settings
@@ -25,6 +33,12 @@ from hypothesis import settings
 from stack.config import StackConfig
 from stack.launcher import Stack
 from stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
+from tests.plugins.mqtt_logins import (
+    MqttLogin,
+    provision_devices,
+    provision_test_login,
+    register,
+)
 from tests.plugins.server_reaper import reaper
 
 pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
@@ -40,15 +54,61 @@ class Endpoints:
     mqtt_host: str
     mqtt_port: int
     kafka_bootstrap: str
+    login: MqttLogin | None = None  # the test account (None: an anonymous broker)
+    secrets_dir: Path | None = None  # the stack's secrets (registry admin): device logins
 
     @property
     def mqtt_url(self) -> str:
         return f"mqtt://{self.mqtt_host}:{self.mqtt_port}"
 
+    def device_logins(self, device_ids: Sequence[str]) -> dict[str, str]:
+        """``{device_id: secret}``: default-tenant devices registered through the registry
+        (user name = client id = device id), for tests that connect as those devices."""
+        if self.secrets_dir is None:
+            raise RuntimeError("device logins need the stack's secrets dir (IOT_TEST_SECRETS_DIR)")
+        return provision_devices(
+            self.kafka_bootstrap, self.mqtt_host, self.mqtt_port, self.secrets_dir, device_ids
+        )
 
-def local_stack_config(data_dir: Path, partitions: int = 12) -> StackConfig:
+
+def local_stack_config(
+    data_dir: Path, partitions: int = 12, *, insecure_anonymous: bool = False
+) -> StackConfig:
     """A stack config on free ports, nothing but the two servers."""
-    return StackConfig.servers_on_free_ports(data_dir, partitions, kafka_heap="512m")
+    return StackConfig.servers_on_free_ports(
+        data_dir, partitions, kafka_heap="512m", insecure_anonymous=insecure_anonymous
+    )
+
+
+def _logged_in(local: Stack) -> Endpoints:
+    """The endpoints of a started local stack, with its test login (none if anonymous)."""
+    cfg = local.config
+    login = None
+    if not cfg.insecure_anonymous:
+        login = provision_test_login(
+            local.kafka_bootstrap, local.mqtt_host, local.mqtt_port, cfg.secrets_dir
+        )
+    return Endpoints(
+        local.mqtt_host, local.mqtt_port, local.kafka_bootstrap, login, cfg.secrets_dir
+    )
+
+
+def _env_endpoints(mqtt_url: str, kafka_bootstrap: str) -> Endpoints:
+    """Servers someone already runs: the login from the environment (see the module doc)."""
+    parsed = urlparse(mqtt_url)
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 1883
+    secrets = os.environ.get("IOT_TEST_SECRETS_DIR")
+    secrets_dir = Path(secrets) if secrets else None
+    # mqtt://user:password@host:port works too (quoted: svc%2Fci for svc/ci)
+    username = os.environ.get("IOT_TEST_MQTT_USERNAME") or unquote(parsed.username or "")
+    login = None
+    if username:
+        password = os.environ.get("IOT_TEST_MQTT_PASSWORD") or unquote(parsed.password or "")
+        login = MqttLogin(username, password)
+        register(port, login)
+    elif secrets_dir is not None:
+        login = provision_test_login(kafka_bootstrap, host, port, secrets_dir)
+    return Endpoints(host, port, kafka_bootstrap, login, secrets_dir)
 
 
 def _docker_engine_answers() -> bool:
@@ -63,16 +123,22 @@ def _docker_engine_answers() -> bool:
 
 
 @contextlib.contextmanager
-def _containers() -> Iterator[Endpoints]:
+def _containers(data_dir: Path) -> Iterator[Endpoints]:
+    """Kafka in a container; Mosquitto local, logging clients in as `iot-stack up`'s does
+    (testcontainers' Mosquitto module is anonymous)."""
     from testcontainers.kafka import KafkaContainer
-    from testcontainers.mqtt import MosquittoContainer
 
-    with KafkaContainer().with_kraft() as kafka, MosquittoContainer() as mqtt:
-        yield Endpoints(
-            mqtt.get_container_host_ip(),
-            int(mqtt.get_exposed_port(mqtt.MQTT_PORT)),
-            kafka.get_bootstrap_server(),
+    with KafkaContainer().with_kraft() as kafka:
+        config = local_stack_config(data_dir).with_changes(
+            external_kafka=kafka.get_bootstrap_server()
         )
+        local = Stack(config)
+        with reaper(local.config.run_dir):
+            try:
+                local.up()
+                yield _logged_in(local)
+            finally:
+                local.down()
 
 
 @pytest.fixture(autouse=True)
@@ -91,20 +157,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
     mqtt_url = os.environ.get("IOT_TEST_MQTT_URL")
     kafka_bootstrap = os.environ.get("IOT_TEST_KAFKA_BOOTSTRAP")
     if mqtt_url and kafka_bootstrap:
-        parsed = urlparse(mqtt_url)
         ensure_topics(kafka_bootstrap, DESIGN_TOPICS)
-        yield Endpoints(parsed.hostname or "127.0.0.1", parsed.port or 1883, kafka_bootstrap)
+        yield _env_endpoints(mqtt_url, kafka_bootstrap)
         return
     if _docker_engine_answers():
-        with _containers() as endpoints:
-            ensure_topics(endpoints.kafka_bootstrap, DESIGN_TOPICS)
+        with _containers(tmp_path_factory.mktemp("stack")) as endpoints:
             yield endpoints
         return
     local = Stack(local_stack_config(tmp_path_factory.mktemp("stack")))
     with reaper(local.config.run_dir):
         try:
             local.up()
-            yield Endpoints(local.mqtt_host, local.mqtt_port, local.kafka_bootstrap)
+            yield _logged_in(local)
         finally:
             local.down()
 
@@ -113,14 +177,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
 def local_stack_factory(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., Stack]]:
-    """Private Mosquitto + Kafka for tests that stop, kill or restart a server."""
+    """Private Mosquitto + Kafka for tests that stop, kill or restart a server; logins as the
+    session stack's (`login_for(stack.mqtt_port)`, tests/plugins/mqtt_logins.py)."""
     made: list[Stack] = []
 
-    def make(partitions: int = 12) -> Stack:
-        local = Stack(local_stack_config(tmp_path_factory.mktemp("local-stack"), partitions))
+    def make(partitions: int = 12, *, insecure_anonymous: bool = False) -> Stack:
+        config = local_stack_config(
+            tmp_path_factory.mktemp("local-stack"),
+            partitions,
+            insecure_anonymous=insecure_anonymous,
+        )
+        local = Stack(config)
         made.append(local)
         reapers.enter_context(reaper(local.config.run_dir))
         local.up()
+        _logged_in(local)
         return local
 
     with contextlib.ExitStack() as reapers:
@@ -135,7 +206,7 @@ def local_cluster_factory(
 ) -> Iterator[Callable[..., Stack]]:
     """Private Mosquitto + a KRaft cluster of `nodes` Kafka nodes (384m heap each) on free
     ports, for tests that kill nodes (`stack.kafka_nodes[i].kill()/start()`); `changes` are
-    StackConfig fields (e.g. kafka_session_timeout_ms)."""
+    StackConfig fields (e.g. kafka_session_timeout_ms); logins as local_stack_factory's."""
     made: list[Stack] = []
 
     def make(nodes: int = 3, partitions: int = 6, **changes: Any) -> Stack:
@@ -147,6 +218,7 @@ def local_cluster_factory(
         made.append(local)
         reapers.enter_context(reaper(local.config.run_dir))
         local.up()
+        _logged_in(local)
         return local
 
     with contextlib.ExitStack() as reapers:

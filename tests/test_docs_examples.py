@@ -484,7 +484,10 @@ def test_stack_status_runs(
         lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
         assert set(lines) == {"mosquitto", "kafka"}  # what that `up` started
         assert "running (pid " in lines["mosquitto"]
-        assert lines["mosquitto"].endswith(recorded["mqtt"])
+        # and the TLS listener `up` opened (authentication on: the session's stack has one)
+        tls = recorded.get("mqtt_tls", "off")
+        shown = recorded["mqtt"] + ("" if tls == "off" else f", {tls.split()[0]}")
+        assert lines["mosquitto"].endswith(shown)
         assert lines["kafka"].endswith(recorded["kafka"])
 
 
@@ -530,8 +533,11 @@ def test_bridge_example_runs(
 ) -> None:
     """docs/bridge.md's three lines (and README's mosquitto_pub) on servers of its own (the
     session's Mosquitto carries other tests' devices, which this bridge would count too): the
-    endpoints in the flags are those servers', the bridge's metrics port is the one it picked."""
-    stack = local_stack_factory(partitions=3)
+    endpoints in the flags are those servers', the bridge's metrics port is the one it picked.
+    Anonymous, explicitly: docs/bridge.md's lines run the bridge on its own against a development
+    broker (README's line, with a device's secret, runs authenticated in
+    test_own_device_example_runs)."""
+    stack = local_stack_factory(partitions=3, insecure_anonymous=True)
     # docs/bridge.md's sequence first (its curl shows 1 acked), then README's publish
     steps = sorted(_run_by("test_bridge_example_runs"), key=lambda e: e.doc != "docs/bridge.md")
     [bridge_line] = [e for e in steps if e.program == "iot-bridge"]
@@ -617,8 +623,9 @@ def test_own_device_example_runs(
     from tests.registry.mqtt_probe import wait_for as arrives
 
     main = entry_point("iot-devices")
-    config = StackConfig.servers_on_free_ports(tmp_path / "var", partitions=1, kafka_heap="512m")
-    local = Stack(config.with_changes(insecure_anonymous=False))
+    local = Stack(
+        StackConfig.servers_on_free_ports(tmp_path / "var", partitions=1, kafka_heap="512m")
+    )
     _clean_iot_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
     local.up()

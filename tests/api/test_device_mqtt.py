@@ -16,6 +16,7 @@ from api.device_mqtt import DeviceLink, MqttSettings
 from api.http_devices_model import DeviceRef
 from tests.bridge.commands.harness import forget_session
 from tests.conftest import Endpoints
+from tests.plugins.mqtt_logins import set_login
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.integration
 def _send_command(stack: Endpoints, topic: str, command_id: str) -> None:
     """What the command path publishes: QoS 1 with the command id as a user property."""
     client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    set_login(client, stack.mqtt_port)
     client.connect(stack.mqtt_host, stack.mqtt_port)
     client.loop_start()
     try:
@@ -41,7 +43,11 @@ def test_a_command_not_acknowledged_is_kept_across_give_back_and_reconnect(
     stack: Endpoints,
 ) -> None:
     ref = DeviceRef("default", f"http-{uuid.uuid4().hex[:8]}")
-    settings = MqttSettings(stack.mqtt_host, stack.mqtt_port, "", "", session_expiry_s=300)
+    assert stack.login is not None  # iot-api logs in (as svc/api in a stack; here svc/tests)
+    login = stack.login
+    settings = MqttSettings(
+        stack.mqtt_host, stack.mqtt_port, login.username, login.password, session_expiry_s=300
+    )
 
     async def scenario() -> list[object]:
         seen: list[object] = []

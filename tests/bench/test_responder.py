@@ -54,7 +54,11 @@ class _Client:
 
 
 @pytest.mark.integration
-def test_responder_answers_each_command_once(stack: Any) -> None:
+def test_responder_answers_each_command_once(local_stack_factory: Any) -> None:
+    # An anonymous private stack, explicitly: the responder is a benchmark's device fleet (it
+    # measures the command path, not the log-in) and follows any Response Topic, here one
+    # (svc/replies/...) that no device role may publish to.
+    stack = local_stack_factory(partitions=1, insecure_anonymous=True)
     prefix = f"resp{uuid.uuid4().hex[:6]}"
     devices = [f"{prefix}-{i}" for i in range(4)]
     responder = Responder(ResponderSpec(stack.mqtt_host, stack.mqtt_port, devices, processes=2))

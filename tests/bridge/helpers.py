@@ -14,6 +14,8 @@ import paho.mqtt.client as mqtt
 from confluent_kafka import Consumer, KafkaError
 from paho.mqtt.enums import CallbackAPIVersion
 
+from tests.plugins.mqtt_logins import set_login
+
 
 @dataclass(frozen=True)
 class Record:
@@ -41,6 +43,7 @@ class Publisher:
         )
         self.client.max_inflight_messages_set(inflight)
         self.client.max_queued_messages_set(0)
+        set_login(self.client, port)
         self.client.connect(host, port)
         self.client.loop_start()
         deadline = time.monotonic() + 10

@@ -37,9 +37,14 @@ def test_five_thousand_devices_one_connection_each_verify_with_nothing_lost(
         count=COUNT,
         seed=19,
     )
+    # 5,000 devices log in as the test account: registering each over $CONTROL would rewrite
+    # Mosquitto's dynsec file 5,000 times (per-device logins: test_integration.py)
+    assert stack.login is not None
     endpoints = Endpoints(
         mqtt_host=stack.mqtt_host,
         mqtt_port=stack.mqtt_port,
+        mqtt_username=stack.login.username,
+        mqtt_password=stack.login.password,
         kafka_bootstrap=stack.kafka_bootstrap,
         topic_telemetry=telemetry,
         topic_dlq=dlq,

@@ -28,6 +28,7 @@ from device_sim.cli import main
 from device_sim.kafka_io import read_records
 from device_sim.spec import FleetSpec
 from device_sim.verifier import parse_telemetry
+from tests.plugins.mqtt_logins import bridge_login_settings, set_login, sim_login_args
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +39,13 @@ def _prefix() -> str:
     return f"sim{uuid.uuid4().hex[:8]}"
 
 
-def _endpoint_args(stack: Any, telemetry: str, dlq: str, runs: Path) -> list[str]:
+def _endpoint_args(
+    stack: Any, telemetry: str, dlq: str, runs: Path, *, login: bool = True
+) -> list[str]:
+    """The fixture's servers and topics; every device logs in as the test account unless
+    ``login`` is False (then give the devices their own: ``--credentials``)."""
     return [
+        *(sim_login_args(stack.mqtt_port) if login else []),
         "--mqtt-host",
         stack.mqtt_host,
         "--mqtt-port",
@@ -148,8 +154,14 @@ def test_same_seed_same_payloads_through_kafka(
 ) -> None:
     telemetry, dlq = topic_factory("sim.tel"), topic_factory("sim.dlq")
     bridge_factory(topic_telemetry=telemetry, topic_dlq=dlq)
-    common = _endpoint_args(stack, telemetry, dlq, tmp_path / "runs")
+    # each device logs in with its own secret, issued through the registry
+    common = _endpoint_args(stack, telemetry, dlq, tmp_path / "runs", login=False)
     prefix = _prefix()
+    secrets = stack.device_logins([FleetSpec(devices=4, device_prefix=prefix).device_id(i)
+                                   for i in range(4)])  # fmt: skip
+    credentials = tmp_path / "devices.json"
+    credentials.write_text(orjson.dumps(secrets).decode())
+    common += ["--credentials", str(credentials)]
 
     def run(seed: int, run_id: str) -> dict[tuple[str, int], dict[str, Any]]:
         argv = ["run", "--devices", "4", "--rate", "10", "--count", "10", "--seed", str(seed)]
@@ -253,6 +265,7 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
          "--duration", "120", "--groups", "2", "--device-prefix", prefix, "--seed", "3",
          "--session-expiry-s", "5", "--reply-latency-ms", "20", "--no-offsets", "--no-progress",
          "--mqtt-host", stack.mqtt_host, "--mqtt-port", str(stack.mqtt_port),
+         *sim_login_args(stack.mqtt_port),
          "--runs-dir", str(runs)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -274,16 +287,20 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
 
     client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     client.on_message = on_message
+    set_login(client, stack.mqtt_port)
     client.connect(stack.mqtt_host, stack.mqtt_port)
     client.loop_start()
     try:
-        client.subscribe([("devices/+/status", 1), ("devices/+/replies/#", 1),
-                          (f"answers/{prefix}/#", 1)])  # fmt: skip
+        # what the test login (the command path's role) may read: replies are one level deep
+        client.subscribe([("devices/+/status", 1), ("devices/+/replies/+", 1)])
         _wait_for(lambda: len(online) == 6, 20, "6 devices online")
         d0, d1 = f"{prefix}-00000", f"{prefix}-00001"
         props = Properties(PacketTypes.PUBLISH)
         props.CorrelationData = b"corr-1"
-        props.ResponseTopic = f"answers/{prefix}/corr-1"
+        # another topic than the default reply topic (.../replies/corr-1), and one a device may
+        # publish to (its own replies: the appliance's ACL)
+        answer_topic = f"devices/{d0}/replies/answer-{prefix}"
+        props.ResponseTopic = answer_topic
         client.publish(f"devices/{d0}/commands/reboot", b'{"delay": 1}', qos=1, properties=props)
         client.publish(f"devices/{d1}/commands/ping", b'{"command_id": "json-1"}', qos=1)
         client.publish("groups/group-0/commands/blink", b'{"command_id": "grp-1"}', qos=1)
@@ -307,7 +324,7 @@ def test_devices_answer_direct_and_group_commands(stack: Any, tmp_path: Path) ->
             for _, body, _ in replies
             if body["command_id"] == "grp-1" and body["result"]["device_id"].startswith(prefix)
         }
-    body, corr = by_topic[f"answers/{prefix}/corr-1"]
+    body, corr = by_topic[answer_topic]
     assert (body["status"], body["command_id"], corr) == ("ok", "corr-1", b"corr-1")
     assert body["result"]["command"] == "reboot"
     assert body["result"]["device_id"] == d0
@@ -344,6 +361,7 @@ def test_command_path_round_trip_with_simulated_devices(
         command_group_id=group_factory(),
         command_mqtt_client_id=f"cmd-{prefix}",
         commands_enabled=True,
+        **bridge_login_settings(stack.mqtt_port),
         http_port=0,
         shutdown_timeout_s=5.0,
     )
@@ -353,6 +371,7 @@ def test_command_path_round_trip_with_simulated_devices(
          "--duration", "120", "--device-prefix", prefix, "--seed", "2", "--silent-fraction", "0.5",
          "--session-expiry-s", "5", "--reply-latency-ms", "10", "--no-offsets", "--no-progress",
          "--mqtt-host", stack.mqtt_host, "--mqtt-port", str(stack.mqtt_port),
+         *sim_login_args(stack.mqtt_port),
          "--runs-dir", str(runs)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -373,6 +392,7 @@ def test_command_path_round_trip_with_simulated_devices(
             online.add(msg.topic.split("/")[1])
 
     watcher.on_message = on_status
+    set_login(watcher, stack.mqtt_port)
     watcher.connect(stack.mqtt_host, stack.mqtt_port)
     watcher.loop_start()
     try:
@@ -455,11 +475,12 @@ def test_realistic_traffic_events_bursts_churn_and_commands_verify_clean(
 
     client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     client.on_message = on_message
+    set_login(client, stack.mqtt_port)
     client.connect(stack.mqtt_host, stack.mqtt_port)
     client.loop_start()
     commands: list[str] = []
     try:
-        client.subscribe([("devices/+/status", 1), ("devices/+/replies/#", 1)])
+        client.subscribe([("devices/+/status", 1), ("devices/+/replies/+", 1)])
         _wait_for(lambda: len(online) == devices, 30, "the fleet online")
         started = time.monotonic()
         while time.monotonic() - started < 8:  # commands while the fleet sends, then a margin

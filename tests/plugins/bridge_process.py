@@ -6,6 +6,8 @@ the session ``stack`` fixture) and settings (``BridgeConfig`` field names, passe
 environment variables), waits for ``/readyz`` and returns a handle. Each bridge gets a unique
 MQTT client id unless ``mqtt_client_id`` is given; at teardown every bridge is stopped and its
 persistent MQTT session is removed from Mosquitto (so it does not queue later tests' traffic).
+Unless ``mqtt_username`` is given, a bridge logs in with the test login of the fixture
+Mosquitto it is pointed at (tests/plugins/mqtt_logins.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.plugins.mqtt_logins import bridge_login_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
@@ -207,6 +211,15 @@ class BridgeProcess:
             client_id=str(self.settings["mqtt_client_id"]),
             protocol=mqtt.MQTTv5,
         )
+        username = self.settings.get("mqtt_username")
+        if username:
+            password_file = self.settings.get("mqtt_password_file")
+            password = (
+                Path(password_file).read_text().splitlines()[0]
+                if password_file
+                else str(self.settings.get("mqtt_password", ""))
+            )
+            client.username_pw_set(str(username), password)
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = 0
         with contextlib.suppress(OSError):
@@ -253,6 +266,8 @@ def bridge_factory(
             "log_format": "json",
             "shutdown_timeout_s": 20.0,
         }
+        if "mqtt_username" not in settings:
+            values.update(bridge_login_settings(mqtt_port))
         values.update(settings)
         values.update(mqtt_host=mqtt_host, mqtt_port=mqtt_port, kafka_bootstrap=kafka_bootstrap)
         log_dir = tmp_path_factory.mktemp("bridge")

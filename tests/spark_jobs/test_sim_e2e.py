@@ -21,6 +21,7 @@ import pytest
 from spark_jobs import stream
 from spark_jobs.anomaly import score_against_manifest
 from spark_jobs.config import AnalyticsConfig
+from tests.plugins.mqtt_logins import sim_login_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -85,6 +86,7 @@ def test_simulator_through_bridge_into_device_minute(
             "run", "--devices", "8", "--rate", "5", "--count", "40", "--seed", "11",
             "--device-prefix", prefix, "--anomaly-rate", "0.05", "--session-expiry-s", "5",
             "--no-progress", "--mqtt-host", stack.mqtt_host, "--mqtt-port", str(stack.mqtt_port),
+            *sim_login_args(stack.mqtt_port),
             "--kafka-bootstrap", stack.kafka_bootstrap, "--topic-telemetry", telemetry,
             "--topic-dlq", dlq, "--runs-dir", str(runs),
         ]

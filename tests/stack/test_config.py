@@ -59,6 +59,13 @@ def test_servers_on_free_ports_are_distinct_and_only_the_servers(tmp_path: Path)
     )
 
 
+def test_servers_on_free_ports_log_clients_in_unless_told_otherwise(tmp_path: Path) -> None:
+    # the test fixtures' stacks: authentication on, as `iot-stack up`; bench/ asks for anonymous
+    assert StackConfig.servers_on_free_ports(tmp_path).insecure_anonymous is False
+    open_broker = StackConfig.servers_on_free_ports(tmp_path, insecure_anonymous=True)
+    assert open_broker.insecure_anonymous is True
+
+
 def test_commands_mode_defaults_to_separate_and_reads_its_env(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -28,6 +28,7 @@ from stack.launcher import Stack
 from stack.ports import free_port, free_ports
 from tests.bridge.commands.harness import Device, Records, unique
 from tests.conftest import Endpoints
+from tests.plugins.mqtt_logins import set_login
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +79,7 @@ def _session_client(client_id: str) -> mqtt.Client:
 def _connect(client: mqtt.Client, host: str, port: int) -> None:
     props = Properties(PacketTypes.CONNECT)
     props.SessionExpiryInterval = 3600
+    set_login(client, port)
     client.connect(host, port, clean_start=False, properties=props)
 
 
@@ -99,6 +101,7 @@ def test_queued_qos1_message_survives_mosquitto_restart(
     subscriber.loop_stop()
 
     publisher = _session_client("publisher")
+    set_login(publisher, port)
     publisher.connect(host, port)
     publisher.loop_start()
     info = publisher.publish(topic, b"queued-while-offline", qos=1)

@@ -12,6 +12,7 @@ from bridge.commands.client import CommandClient
 from bridge.commands.service import CommandService
 from bridge.config import BridgeConfig
 from tests.bridge.commands.harness import Device, Records, forget_session, unique
+from tests.plugins.mqtt_logins import bridge_login_settings
 
 
 @dataclass
@@ -82,6 +83,7 @@ def command_env(
         command_group_id=group_factory(),
         command_mqtt_client_id=unique("cmd-bridge"),
         commands_enabled=True,
+        **bridge_login_settings(stack.mqtt_port),
         command_timeout_ms=2000,
         http_port=0,
         shutdown_timeout_s=5.0,

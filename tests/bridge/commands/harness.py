@@ -17,6 +17,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from bridge.commands.client import Tail
 from bridge.commands.status import StatusRecord, decode_status
+from tests.plugins.mqtt_logins import set_login
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -85,6 +86,7 @@ class Device:
             props.SessionExpiryInterval = 600
         # set before connecting: a persistent session may deliver at once
         self._client = client
+        set_login(client, self.port)
         client.connect(self.host, self.port, clean_start=not self.persistent, properties=props)
         client.loop_start()
         wait_for(self._subscribed.is_set, timeout, f"{self.device_id} subscribed")
@@ -155,6 +157,7 @@ def forget_session(host: str, port: int, client_id: str) -> None:
     props.SessionExpiryInterval = 0
     connected = threading.Event()
     client.on_connect = lambda *args: connected.set()
+    set_login(client, port)
     client.connect(host, port, clean_start=True, properties=props)
     client.loop_start()
     try:

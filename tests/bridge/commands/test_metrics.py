@@ -199,6 +199,8 @@ def serve_factory(command_env: CommandEnv, tmp_path: Path) -> Iterator[Callable[
         names = (
             "mqtt_host",
             "mqtt_port",
+            "mqtt_username",  # the test login (command_env's)
+            "mqtt_password_file",
             "kafka_bootstrap",
             "topic_commands",
             "topic_command_status",

@@ -20,6 +20,7 @@ from bridge.commands.mqtt_link import (
     Puback,
 )
 from tests.bridge.commands.harness import Device, forget_session, unique, wait_for
+from tests.plugins.mqtt_logins import credentials
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +31,7 @@ def link(stack: Any) -> Iterator[CommandLink]:
     link = CommandLink(
         host=stack.mqtt_host,
         port=stack.mqtt_port,
+        **credentials(stack.mqtt_port),
         client_id=client_id,
         subscription=REPLY_SUBSCRIPTION,
         keepalive=30,
@@ -149,6 +151,7 @@ def test_pool_keeps_a_target_on_one_link_and_reconnects_a_lost_one(
     pool = LinkPool(
         host=stack.mqtt_host,
         port=stack.mqtt_port,
+        **credentials(stack.mqtt_port),
         client_id=client_id,
         subscription=REPLY_SUBSCRIPTION,
         keepalive=30,

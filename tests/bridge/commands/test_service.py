@@ -15,6 +15,7 @@ from bridge.commands.service import CommandService
 from bridge.config import BridgeConfig
 from tests.bridge.commands.conftest import CommandEnv
 from tests.bridge.commands.harness import Device, Received, Records, unique, wait_for
+from tests.plugins.mqtt_logins import bridge_login_settings
 
 pytestmark = pytest.mark.integration
 
@@ -288,6 +289,7 @@ def test_mosquitto_restart_the_service_reconnects_and_carries_on(
         command_mqtt_client_id=unique("cmd-bridge"),
         mqtt_reconnect_min_s=0.2,
         mqtt_reconnect_max_s=1.0,
+        **bridge_login_settings(local.mqtt_port),
     )
     client = CommandClient(
         bootstrap,
