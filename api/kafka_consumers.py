@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
+from api.kafka_batch import take
 from api.params import kafka_group_id
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class BufferedMember(Generic[_R]):
             if self._paused:
                 consumer.resume(consumer.assignment())
                 self._paused = False
-            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
+            for msg in take(consumer, max(1, min(wanted, room)), timeout_s):
                 record = self._record(msg)
                 if record is not None:
                     self._buffer.append(record)
