@@ -204,6 +204,12 @@ class GroupConsumer(BufferedMember[Fetched]):
             "session.timeout.ms": 30000,
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 300000,
+            # librdkafka prefetches up to 64 MiB per consumer by default, and every MR consumer
+            # id is one: 1,000 ids on a busy topic could hold tens of GiB. 8 MiB is more than
+            # the buffer (1,000 records) and an answer's limit read ahead; measured in
+            # docs/benchmarks.md (HTTP door)
+            "queued.max.messages.kbytes": 8192,
+            "fetch.max.bytes": 8 * 1024 * 1024,
         }
 
     # --- life ------------------------------------------------------------------------------
