@@ -210,6 +210,7 @@ class GroupConsumer(BufferedMember[Fetched]):
             # docs/benchmarks.md (HTTP door)
             "queued.max.messages.kbytes": 8192,
             "fetch.max.bytes": 8 * 1024 * 1024,
+            "fetch.queue.backoff.ms": 20,  # default 1 s: a full queue stalled the next fetch
         }
 
     # --- life ------------------------------------------------------------------------------
