@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -39,8 +39,10 @@ _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 _WHITESPACE = b" \t\r\n\x0b\x0c"
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """One Kafka record to publish (a tuple: built ~100 times a request, a frozen dataclass's
+    ``__init__`` cost more than parsing the JSON it holds)."""
+
     key: bytes | None
     value: bytes
 

@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
+from api.kafka_batch import take
 from api.params import kafka_group_id
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class BufferedMember(Generic[_R]):
             if self._paused:
                 consumer.resume(consumer.assignment())
                 self._paused = False
-            for msg in consumer.consume(num_messages=max(1, min(wanted, room)), timeout=timeout_s):
+            for msg in take(consumer, max(1, min(wanted, room)), timeout_s):
                 record = self._record(msg)
                 if record is not None:
                     self._buffer.append(record)
@@ -203,6 +204,13 @@ class GroupConsumer(BufferedMember[Fetched]):
             "session.timeout.ms": 30000,
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 300000,
+            # librdkafka prefetches up to 64 MiB per consumer by default, and every MR consumer
+            # id is one: 1,000 ids on a busy topic could hold tens of GiB. 8 MiB is more than
+            # the buffer (1,000 records) and an answer's limit read ahead; measured in
+            # docs/benchmarks.md (HTTP door)
+            "queued.max.messages.kbytes": 8192,
+            "fetch.max.bytes": 8 * 1024 * 1024,
+            "fetch.queue.backoff.ms": 20,  # default 1 s: a full queue stalled the next fetch
         }
 
     # --- life ------------------------------------------------------------------------------

@@ -96,16 +96,18 @@ class KafkaPublisher(PolledProducer):
         assert self._producer is not None
         if not records:
             return PublishOutcome(0, None)
-        loop = asyncio.get_running_loop()
-        tally = _Tally(loop, len(records))
-        for index, record in enumerate(records):
+        tally = _Tally(asyncio.get_running_loop(), len(records))
+        produce, on_delivery = self._producer.produce, tally.on_delivery
+        for index, (key, value) in enumerate(records):
             try:
-                await self._produce(topic, record.value, record.key, tally.on_delivery)
+                try:  # no coroutine per record: one await only when the local queue is full
+                    produce(topic, value, key, on_delivery=on_delivery)
+                except BufferError:
+                    await self._produce(topic, value, key, on_delivery)
             except KafkaException as exc:
                 # not queued: the rest are not sent; wait for those already queued
                 tally.abandon(len(records) - index, str(exc))
-                await tally.done
-                return tally.outcome()
+                break
         await tally.done
         return tally.outcome()
 

@@ -23,6 +23,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
+from api.kafka_batch import take
 from api.operator_model import status_tenant
 from registry.ids import DEFAULT_TENANT
 from registry.topics import device_username
@@ -105,7 +106,7 @@ class FleetFeed:
                 self._assigned.set()
                 checked = time.monotonic()
                 while not self._stop.is_set():
-                    self._apply(consumer.consume(1000, 0.2))
+                    self._apply(take(consumer, 1000, 0.2))
                     if time.monotonic() - checked > _RECHECK_S:
                         checked = time.monotonic()
                         found = {

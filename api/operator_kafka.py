@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from api.console.fleet import FleetState
 from api.kafka_admin import KafkaUnavailableError
+from api.kafka_batch import take
 from api.operator_model import SendRequest, status_tenant
 from bridge.commands.client import CommandClient, command_record, new_command_id
 from bridge.commands.status import status_fields
@@ -133,7 +134,7 @@ class CommandPath:
             tenants: dict[str, str] = {}
             read, deadline = 0, time.monotonic() + _READ_S
             while todo and read < max_records and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 0.5):
+                for msg in take(consumer, 1000, 0.5):
                     if msg.error() is not None:
                         continue
                     p, offset = msg.partition() or 0, msg.offset() or 0

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from api import queue_model as qm
+from api.kafka_batch import take
 from api.kafka_consumers import BufferedMember
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ class MarkerTracker:
             if not self._subscribe():
                 return
             while not self._stop.is_set():
-                for msg in self._consumer.consume(num_messages=500, timeout=0.1):
+                for msg in take(self._consumer, 500, 0.1):
                     if msg.error() is None:
                         self._read(msg.partition() or 0, msg.offset() or 0, msg.value() or b"")
                 self._tick()

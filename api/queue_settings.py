@@ -14,6 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from api import queue_model as qm
+from api.kafka_batch import take
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class QueueSettingsStore:
             consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
             end = self._end(consumer)
             while not self._stop.is_set():
-                for msg in consumer.consume(num_messages=500, timeout=0.2):
+                for msg in take(consumer, 500, 0.2):
                     if msg.error() is not None:
                         continue
                     self._apply(msg.key(), msg.value())

@@ -14,6 +14,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError
+from api.kafka_batch import take
 from api.sawmill import Message, Start
 
 _NO_LEADER_YET = frozenset(
@@ -81,7 +82,7 @@ def _read(
     found: list[Message] = []
     deadline = time.monotonic() + _READ_S
     while todo and time.monotonic() < deadline:
-        batch = consumer.consume(num_messages=1000, timeout=0.5)
+        batch = take(consumer, 1000, 0.5)
         for msg in batch:
             if msg.error() is not None:
                 continue
@@ -165,7 +166,7 @@ class Follower:
         with self._lock:
             if self._closed:
                 return []
-            batch = self._consumer.consume(num_messages=count, timeout=timeout_s)
+            batch = take(self._consumer, count, timeout_s)
         return [_message(m) for m in batch if m.error() is None]
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from confluent_kafka import Producer
 
 MESSAGE = {"device": "bench", "pad": "x" * 997}  # 1 KiB as compact JSON (1,024 bytes)
 BATCH = 100
+PHASES = ("batch", "single", "consume", "latency", "memory")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -221,45 +222,50 @@ def run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
         _wait_ready(f"http://127.0.0.1:{port}/readyz")
         rss_idle = _rss_mib(server.pid)
         topic = f"bench-http-{suffix}"
-        asyncio.run(_publish_load(port, topic, BATCH, 1.0, args.connections))  # warm-up
-        batched = asyncio.run(_publish_load(port, topic, BATCH, args.seconds, args.connections))
-        alone_topic = f"bench-alone-{suffix}"  # created as iot-api creates topics (no auto-create)
-        for created in (alone_topic, f"bench-polls-{suffix}"):
-            asyncio.run(_publish_load(port, created, 1, 0.2, 1))
-        alone = producer_alone(bootstrap, alone_topic, args.seconds)
-        single = asyncio.run(_publish_load(port, topic, 1, args.seconds, args.connections))
-        # consume: the group is created at the log end, then fed by the producer directly
-        ctopic = f"bench-consume-{suffix}"
-        asyncio.run(_publish_load(port, ctopic, 1, 0.2, 1))
-        asyncio.run(_register(port, ctopic))
-        _fill(bootstrap, ctopic, args.consume_messages)
-        got, took = asyncio.run(_consume(port, ctopic, args.consume_messages, 120))
-        lat, sent = asyncio.run(
-            _latency(port, f"bench-lat-{suffix}", args.latency_rate, args.seconds)
-        )
-        rss_polls, answered = asyncio.run(
-            _open_polls(port, f"bench-polls-{suffix}", args.long_polls, server.pid)
-        )
-        result = {
-            "seconds": args.seconds,
-            "connections": args.connections,
-            "batch_publish_msgs_per_s": batched / args.seconds,
-            "producer_alone_msgs_per_s": alone,
-            "batch_publish_ratio_to_producer": batched / args.seconds / alone,
-            "single_publish_requests_per_s": single / args.seconds,
-            "long_poll_consume_msgs_per_s": got / took if took else 0.0,
-            "long_poll_consumed": got,
-            "latency_rate_msgs_per_s": args.latency_rate,
-            "latency_sent": sent,  # one connection, one request at a time: may fall short
-            "latency_samples": len(lat),
-            "latency_p50_ms": percentile(lat, 50),
-            "latency_p99_ms": percentile(lat, 99),
-            "rss_idle_mib": rss_idle,
-            "long_polls": args.long_polls,
-            "rss_with_long_polls_mib": rss_polls,
-            "long_polls_answered_200": answered,
-            "load_average": os.getloadavg(),
-        }
+        phases = set(args.phases)
+        result: dict[str, Any] = {"seconds": args.seconds, "connections": args.connections,
+                                  "phases": sorted(phases, key=PHASES.index)}  # fmt: skip
+        if "batch" in phases:
+            asyncio.run(_publish_load(port, topic, BATCH, 1.0, args.connections))  # warm-up
+            batched = asyncio.run(_publish_load(port, topic, BATCH, args.seconds, args.connections))
+            alone_topic = f"bench-alone-{suffix}"  # created as iot-api creates them (no auto)
+            asyncio.run(_publish_load(port, alone_topic, 1, 0.2, 1))
+            alone = producer_alone(bootstrap, alone_topic, args.seconds)
+            result["batch_publish_msgs_per_s"] = batched / args.seconds
+            result["producer_alone_msgs_per_s"] = alone
+            result["batch_publish_ratio_to_producer"] = batched / args.seconds / alone
+        if "single" in phases:
+            single = asyncio.run(_publish_load(port, topic, 1, args.seconds, args.connections))
+            result["single_publish_requests_per_s"] = single / args.seconds
+        if "consume" in phases:
+            # the group is created at the log end, then fed by the producer directly
+            ctopic = f"bench-consume-{suffix}"
+            asyncio.run(_publish_load(port, ctopic, 1, 0.2, 1))
+            asyncio.run(_register(port, ctopic))
+            _fill(bootstrap, ctopic, args.consume_messages)
+            got, took = asyncio.run(_consume(port, ctopic, args.consume_messages, 120))
+            result["long_poll_consume_msgs_per_s"] = got / took if took else 0.0
+            result["long_poll_consumed"] = got
+        if "latency" in phases:
+            lat, sent = asyncio.run(
+                _latency(port, f"bench-lat-{suffix}", args.latency_rate, args.seconds)
+            )
+            result["latency_rate_msgs_per_s"] = args.latency_rate
+            result["latency_sent"] = sent  # one connection, one request at a time: may fall short
+            result["latency_samples"] = len(lat)
+            result["latency_p50_ms"] = percentile(lat, 50)
+            result["latency_p99_ms"] = percentile(lat, 99)
+        if "memory" in phases:
+            ptopic = f"bench-polls-{suffix}"
+            asyncio.run(_publish_load(port, ptopic, 1, 0.2, 1))
+            result["rss_idle_mib"] = rss_idle
+            rss_polls, answered = asyncio.run(
+                _open_polls(port, ptopic, args.long_polls, server.pid)
+            )
+            result["long_polls"] = args.long_polls
+            result["rss_with_long_polls_mib"] = rss_polls
+            result["long_polls_answered_200"] = answered
+        result["load_average"] = os.getloadavg()
     finally:
         stopping = time.monotonic()
         server.terminate()
@@ -295,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=200.0, help="phase 4 msgs/s")
     parser.add_argument("--long-polls", type=int, default=1000, help="phase 5 open polls")
     parser.add_argument("--out-dir", type=Path, help="append the result to http.jsonl here")
+    parser.add_argument(
+        "--phases", nargs="+", choices=PHASES, default=list(PHASES), help="phases to run"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         if args.kafka_bootstrap:
