@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from api.console.letter_refs import LetterRef, owner
 from registry import ids
 from registry.topics import device_username
 
@@ -51,6 +52,8 @@ class DeadLetter:
     timestamp: int
     status: str = "new"  # new, replayed, discarded
     by: str = ""
+    topic_tenant: str = ids.DEFAULT_TENANT  # whose DLQ topic holds it (iot.dlq: default)
+    tenant: str = ids.DEFAULT_TENANT  # whose it is (letter_refs.owner)
 
     @property
     def code(self) -> str:
@@ -58,7 +61,7 @@ class DeadLetter:
 
     @property
     def ref(self) -> str:
-        return f"{self.partition}-{self.offset}"
+        return str(LetterRef(self.topic_tenant, self.partition, self.offset))
 
 
 def _headers(raw: Any) -> dict[str, str]:
@@ -129,9 +132,10 @@ class FleetState:
         if kind == "dlq":
             self._dead_letter(
                 dead_letter(
-                    partition, offset, key=key, value=value, headers=headers, timestamp=timestamp
+                    partition, offset, key=key, value=value, headers=headers, timestamp=timestamp,
+                    tenant=tenant or ids.DEFAULT_TENANT,
                 )
-            )
+            )  # fmt: skip
             return
         doc = _json(value)
         if kind == "audit":
@@ -235,9 +239,13 @@ def dead_letter(
     value: bytes | None,
     headers: Any,
     timestamp: int,
+    tenant: str = ids.DEFAULT_TENANT,
 ) -> DeadLetter:
+    """A record of ``tenant``'s DLQ topic as a dead letter."""
     name = key.decode("utf-8", "replace") if key is not None else None
-    return DeadLetter(partition, offset, name, value or b"", _headers(headers), timestamp)
+    found = _headers(headers)
+    return DeadLetter(partition, offset, name, value or b"", found, timestamp,
+                      topic_tenant=tenant, tenant=owner(tenant, found.get("tenant")))  # fmt: skip
 
 
 def _first_number(metrics: dict[str, Any]) -> float | None:
@@ -253,6 +261,7 @@ def letter_view(letter: DeadLetter) -> dict[str, Any]:
     pretty = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() if doc is not None else text
     return {
         "ref": letter.ref,
+        "tenant": letter.tenant,
         "partition": letter.partition,
         "offset": letter.offset,
         "device": letter.key,

@@ -189,8 +189,7 @@ class KafkaView:
              "enable.auto.commit": False, "enable.partition.eof": True}
         )  # fmt: skip
         try:
-            starts: list[TopicPartition] = []
-            ends: dict[int, int] = {}
+            ranges: dict[int, tuple[int, int]] = {}
             if at_ms is not None:
                 asked = [TopicPartition(topic, p, at_ms) for p in wanted]
                 found = reader.offsets_for_times(asked, timeout=self.timeout_s)
@@ -198,7 +197,6 @@ class KafkaView:
                 low, high = reader.get_watermark_offsets(
                     TopicPartition(topic, p), timeout=self.timeout_s
                 )
-                ends[p] = high
                 if at_ms is not None:
                     start = found[i].offset if found[i].offset >= 0 else high
                 elif offset is not None:
@@ -206,24 +204,13 @@ class KafkaView:
                 else:
                     start = max(low, high - limit)
                 if start < high:
-                    starts.append(TopicPartition(topic, p, start))
-            if not starts:
+                    ranges[p] = (start, high)
+            if not ranges:
                 return []
-            reader.assign(starts)
-            done: set[int] = set()
-            records: list[dict[str, Any]] = []
             deadline = time.monotonic() + self.timeout_s
-            while len(done) < len(starts) and time.monotonic() < deadline:
-                for msg in reader.consume(500, 0.5):
-                    p = msg.partition() or 0
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            done.add(p)
-                        continue
-                    records.append(_record(msg))
-                    if (msg.offset() or 0) + 1 >= ends[p]:
-                        done.add(p)
+            # a record written after the end was taken is kept too (browsing shows it)
+            got = _read_ranges(reader, topic, ranges, deadline, past_end=True)
+            records = [_record(r) for r in got]
             if offset is None and at_ms is None:  # latest: the newest first
                 records.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
             else:
@@ -294,7 +281,7 @@ class KafkaView:
             todo = self._range(reader, topic, sorted(meta.partitions), since_ms, until_ms)
             while todo and scanned < max_records and time.monotonic() < deadline:
                 rounds = {p: (max(lo, hi - chunk), hi) for p, (lo, hi) in todo.items()}
-                found = self._read_chunks(reader, topic, rounds, deadline)
+                found = _read_ranges(reader, topic, rounds, deadline)
                 scanned += len(found)
                 for raw in found:
                     oldest = raw.timestamp if oldest is None else min(oldest, raw.timestamp)
@@ -308,32 +295,6 @@ class KafkaView:
         finally:
             reader.close()
 
-    def _read_chunks(
-        self, reader: Consumer, topic: str, rounds: dict[int, tuple[int, int]], deadline: float
-    ) -> list[Raw]:
-        """Every record of each partition's [start, end) (compacted topics have holes: a
-        record at or past ``end``, or the partition's end, closes it)."""
-        reader.assign([TopicPartition(topic, p, start) for p, (start, _) in rounds.items()])
-        done: set[int] = set()
-        out: list[Raw] = []
-        while len(done) < len(rounds) and time.monotonic() < deadline:
-            for msg in reader.consume(1000, 0.5):
-                p = msg.partition() or 0
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        done.add(p)
-                    continue
-                offset = msg.offset() or 0
-                end = rounds[p][1]
-                if offset < end and p not in done:
-                    out.append(Raw(p, offset, msg.key(), msg.value(), msg.headers(),
-                                   msg.timestamp()[1]))  # fmt: skip
-                if offset + 1 >= end:
-                    done.add(p)
-        reader.unassign()
-        return out
-
     def read_one(self, topic: str, partition: int, offset: int) -> Raw | None:
         """The record at ``offset`` of ``topic``/``partition`` (None: not there any more)."""
         reader = Consumer(
@@ -342,7 +303,7 @@ class KafkaView:
              "enable.auto.commit": False, "enable.partition.eof": True}
         )  # fmt: skip
         try:
-            found = self._read_chunks(
+            found = _read_ranges(
                 reader, topic, {partition: (offset, offset + 1)},
                 time.monotonic() + self.timeout_s,
             )  # fmt: skip
@@ -366,6 +327,9 @@ class KafkaView:
             raise KafkaDownError(f"writing to {topic} failed: {result.get('err', 'timed out')}")
         return int(result["msg"].partition()), int(result["msg"].offset())
 
+    def topic_names(self) -> list[str]:
+        return sorted(self._meta().topics)
+
     def ping(self) -> bool:
         try:
             self._meta()
@@ -374,15 +338,47 @@ class KafkaView:
             return False
 
 
-def _record(msg: Any) -> dict[str, Any]:
-    text, is_json = _pretty(msg.value())
-    key = msg.key()
+def _read_ranges(
+    reader: Consumer,
+    topic: str,
+    ranges: dict[int, tuple[int, int]],
+    deadline: float,
+    *,
+    past_end: bool = False,
+) -> list[Raw]:
+    """The records of each partition's [start, end) of ``topic``, read until every partition
+    reached its end (a record at or past ``end``, or the partition's end: compacted topics
+    have holes) or ``deadline``. ``past_end``: keep the records at or past ``end`` that came
+    in the same fetch (written since ``end`` was taken) instead of dropping them."""
+    reader.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
+    done: set[int] = set()
+    out: list[Raw] = []
+    while len(done) < len(ranges) and time.monotonic() < deadline:
+        for msg in reader.consume(1000, 0.5):
+            p = msg.partition() or 0
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    done.add(p)
+                continue
+            offset, end = msg.offset() or 0, ranges[p][1]
+            if past_end or (offset < end and p not in done):
+                out.append(Raw(p, offset, msg.key(), msg.value(), msg.headers(),
+                               msg.timestamp()[1]))  # fmt: skip
+            if offset + 1 >= end:
+                done.add(p)
+    reader.unassign()
+    return out
+
+
+def _record(raw: Raw) -> dict[str, Any]:
+    text, is_json = _pretty(raw.value)
     return {
-        "partition": msg.partition(),
-        "offset": msg.offset(),
-        "timestamp": msg.timestamp()[1],
-        "key": key.decode("utf-8", "replace") if key is not None else None,
-        "headers": {k: (v or b"").decode("utf-8", "replace") for k, v in msg.headers() or []},
+        "partition": raw.partition,
+        "offset": raw.offset,
+        "timestamp": raw.timestamp,
+        "key": raw.key.decode("utf-8", "replace") if raw.key is not None else None,
+        "headers": {k: (v or b"").decode("utf-8", "replace") for k, v in raw.headers or []},
         "value": text,
         "json": is_json,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,15 @@ from api.console import roles
 from api.console.analytics import read_table
 from api.console.context import CONSOLE_KEY, json_response, problem, session_of
 from api.console.fleet import DeadLetter, FleetState, dead_letter, letter_view
-from api.console.kafka_view import Raw, Scan
+from api.console.kafka_view import SCAN_BUDGET_S, SCAN_MAX_RECORDS, Raw, Scan
+from api.console.letter_refs import may_see, parse_ref, topics_to_search
 from api.console.operators import device_json
-from api.console.replay import Refused, plan_replay
+from api.console.replay import OTHER_TENANT, Refused, plan_replay
+from api.console.tailer import tenant_copies
 from bridge.commands.client import command_record, new_command_id
 from bridge.commands.model import parse_target
 from bridge.mapping import ErrorCode
+from bridge.topics import tenant_kafka_topic
 from registry.errors import RegistryError
 from registry.model import Quotas
 from registry.topics import device_username
@@ -134,11 +138,12 @@ async def device(request: web.Request) -> web.Response:
         points = [{"at": at, "metrics": m} for at, m in seen.points] if seen else []
         events = list(seen.events) if seen else []
         commands = [c for c in console.fleet.commands.values() if c.get("device_id") == key]
-        letters = [letter_view(x) for x in console.fleet.dlq.values() if x.key == key]
+        letters = [letter_view(x) for x in console.fleet.dlq.values()
+                   if (x.tenant, x.key) == (tenant, device_id)]  # fmt: skip
     return json_response(
         device_json(found) | row
         | {"points": points[::-1], "events": events, "commands": commands[::-1][:50],
-           "dead_letters": letters[::-1][:50] if roles.may(session.actor, roles.VIEW_KAFKA)
+           "dead_letters": letters[::-1][:50] if roles.may(session.actor, roles.VIEW_DLQ)
            else []}
     )  # fmt: skip
 
@@ -375,20 +380,68 @@ async def records(request: web.Request) -> web.Response:
 # --- dead letters --------------------------------------------------------------------------
 
 
+def _dlq_topics(
+    console: Any, actor_tenant: str | None, tenant: str | None
+) -> list[tuple[str, str]]:
+    """The DLQ topics (and their tenants) a search reads: every tenant's an account may see."""
+    known = {
+        name: t
+        for name, (_, t) in tenant_copies({"dlq": DLQ_TOPIC}, console.kafka.topic_names()).items()
+    }
+    return topics_to_search(DLQ_TOPIC, known, actor_tenant, tenant)
+
+
+def _scan_many(
+    console: Any,
+    topics: list[tuple[str, str]],
+    match: Callable[[str, Raw], bool],
+    *,
+    limit: int,
+    since_ms: int | None,
+    until_ms: int | None,
+) -> tuple[list[tuple[str, Raw]], Scan]:
+    """Each topic read back (as scan_back) up to ``limit`` matches, within one request's
+    record and time bounds; the matches (with their topic's tenant) newest first."""
+    found: list[tuple[str, Raw]] = []
+    scanned, complete, oldest = 0, True, None
+    deadline = time.monotonic() + SCAN_BUDGET_S
+    for topic, tenant in topics:
+        left = deadline - time.monotonic()
+        if left <= 0 or scanned >= SCAN_MAX_RECORDS:
+            complete = False
+            break
+        scan = console.kafka.scan_back(
+            topic, lambda r, t=tenant: match(t, r), lambda got: len(got) >= limit,
+            since_ms=since_ms, until_ms=until_ms, max_records=SCAN_MAX_RECORDS - scanned,
+            budget_s=left,
+        )  # fmt: skip
+        found += [(tenant, r) for r in scan.matched]
+        scanned += scan.scanned
+        complete = complete and scan.complete
+        if scan.oldest_ms is not None:
+            oldest = scan.oldest_ms if oldest is None else min(oldest, scan.oldest_ms)
+    found.sort(key=lambda x: (x[1].timestamp, x[1].offset), reverse=True)
+    return found, Scan([r for _, r in found], scanned, complete, oldest)
+
+
 async def dead_letters(request: web.Request) -> web.Response:
-    """Dead letters by code, device, time, status: from memory when it holds the answer,
-    else read back through ``iot.dlq`` (bounded; a time filter starts at its offsets)."""
-    _need(request, roles.VIEW_KAFKA)
+    """Dead letters by tenant, code, device, time, status: from memory when it holds the
+    answer, else read back through every DLQ topic the account may see (bounded; a time
+    filter starts at its offsets). A tenant's account sees its own tenant's letters only."""
+    session = _need(request, roles.VIEW_DLQ)
     console = request.app[CONSOLE_KEY]
+    mine = session.actor.tenant
     q = request.query
     code, dev, status = q.get("code") or None, q.get("device") or None, q.get("status") or None
+    tenant = mine if mine is not None else (q.get("tenant") or None)
     since = int(q["since"]) if q.get("since", "").isdigit() else None
     until = int(q["until"]) if q.get("until", "").isdigit() else None
     limit = _int(q.get("limit"), 100, 1, 1000)
 
     def keep(v: dict[str, Any]) -> bool:
         return (
-            (code is None or v["code"] == code)
+            (tenant is None or v["tenant"] == tenant)
+            and (code is None or v["code"] == code)
             and (dev is None or dev in str(v["device"] or ""))
             and (status is None or v["status"] == status)
             and (since is None or v["received_at"] >= since)
@@ -397,90 +450,101 @@ async def dead_letters(request: web.Request) -> web.Response:
 
     fleet = console.fleet
     with console.tailer.lock:
-        views = [letter_view(x) for x in reversed(fleet.dlq.values())]
+        views = [letter_view(x) for x in reversed(fleet.dlq.values()) if may_see(mine, x.tenant)]
         whole = fleet.complete.get("dlq", False)
     counts = dict.fromkeys(sorted(e.value for e in ErrorCode), 0)
     for v in views:
-        counts[v["code"]] = counts.get(v["code"], 0) + 1
+        if tenant is None or v["tenant"] == tenant:
+            counts[v["code"]] = counts.get(v["code"], 0) + 1
     rows = [v for v in views if keep(v)]
-    scan = None
+    scan, where = None, DLQ_TOPIC
     if not whole and len(rows) < limit:
 
-        def letter(r: Raw) -> DeadLetter:
+        def letter(topic_tenant: str, r: Raw) -> DeadLetter:
             found = dead_letter(
-                r.partition,
-                r.offset,
-                key=r.key,
-                value=r.value,
-                headers=r.headers,
-                timestamp=r.timestamp,
-            )
+                r.partition, r.offset, key=r.key, value=r.value, headers=r.headers,
+                timestamp=r.timestamp, tenant=topic_tenant,
+            )  # fmt: skip
             with console.tailer.lock:
                 return fleet.dispose(found)
 
-        def match(r: Raw) -> bool:
-            return keep(letter_view(letter(r)))
+        def match(topic_tenant: str, r: Raw) -> bool:
+            one = letter(topic_tenant, r)
+            return may_see(mine, one.tenant) and keep(letter_view(one))
 
+        topics = await asyncio.to_thread(_dlq_topics, console, mine, tenant)
+        where = ",".join(t for t, _ in topics)
         # record times ~ received_at (the bridge writes at once): widen by a minute
-        scan = await asyncio.to_thread(
-            console.kafka.scan_back, DLQ_TOPIC, match, lambda found: len(found) >= limit,
-            since_ms=None if since is None else since - 60_000,
-            until_ms=None if until is None else until + 60_000,
+        found, scan = await asyncio.to_thread(
+            lambda: _scan_many(
+                console, topics, match, limit=limit,
+                since_ms=None if since is None else since - 60_000,
+                until_ms=None if until is None else until + 60_000,
+            )
         )  # fmt: skip
-        rows = [letter_view(letter(r)) for r in scan.matched]
+        rows = [letter_view(letter(t, r)) for t, r in found]
     return json_response(
-        {"total": len(rows), "rows": rows[:limit], "codes": counts} | _scan_note(scan, DLQ_TOPIC)
-    )
+        {"total": len(rows), "rows": rows[:limit], "codes": counts,
+         "tenant_column": mine is None} | _scan_note(scan, where)
+    )  # fmt: skip
 
 
-async def _letter(console: Any, ref: str) -> DeadLetter | None:
-    """A dead letter by ref (``partition-offset``): from memory, else read from Kafka."""
-    with console.tailer.lock:
-        found: DeadLetter | None = console.fleet.dlq.get(ref)
-    if found is not None:
-        return found
-    partition, _, offset = ref.partition("-")
-    if not (partition.isdigit() and offset.isdigit()):
+async def _letter(console: Any, ref: str, actor_tenant: str | None) -> DeadLetter | None:
+    """A dead letter by ref (letter_refs: ``partition-offset`` in ``iot.dlq``,
+    ``tenant:partition-offset`` in a tenant's): from memory, else read from Kafka. None too
+    when the account may not see it (a crafted ref learns nothing)."""
+    place = parse_ref(ref)
+    if place is None:
         return None
-    raw = await asyncio.to_thread(console.kafka.read_one, DLQ_TOPIC, int(partition), int(offset))
-    if raw is None:
-        return None
-    letter = dead_letter(
-        raw.partition,
-        raw.offset,
-        key=raw.key,
-        value=raw.value,
-        headers=raw.headers,
-        timestamp=raw.timestamp,
-    )
     with console.tailer.lock:
-        return console.fleet.dispose(letter)
+        found: DeadLetter | None = console.fleet.dlq.get(str(place))
+    if found is None:
+        raw = await asyncio.to_thread(
+            console.kafka.read_one, place.topic(DLQ_TOPIC), place.partition, place.offset
+        )
+        if raw is None:
+            return None
+        found = dead_letter(
+            raw.partition, raw.offset, key=raw.key, value=raw.value, headers=raw.headers,
+            timestamp=raw.timestamp, tenant=place.tenant,
+        )  # fmt: skip
+        with console.tailer.lock:
+            found = console.fleet.dispose(found)
+    return found if may_see(actor_tenant, found.tenant) else None
 
 
 async def dead_letter_action(request: web.Request) -> web.Response:
     session = _need(request, roles.REPLAY_DLQ)
     console = request.app[CONSOLE_KEY]
     ref, action = request.match_info["ref"], request.match_info["action"]
-    letter = await _letter(console, ref)
+    if action not in ("replay", "discard"):
+        raise web.HTTPNotFound()
+    letter = await _letter(console, ref, session.actor.tenant)
     if letter is None:
         return problem(404, f"no dead letter {ref}")
+    ref = letter.ref  # its one spelling (the audit trail's key)
     if action == "discard":
-        await console.audit(session, "dlq.discard", ref, code=letter.code)
+        await console.audit(session, "dlq.discard", ref, code=letter.code, tenant=letter.tenant)
         return json_response({"ref": ref, "status": "discarded"})
-    if action != "replay":
-        raise web.HTTPNotFound()
     body = await _body(request)
     payload = str(body.get("payload", letter.payload.decode("utf-8", "replace"))).encode()
     topic = str(body.get("mqtt_topic") or letter.headers.get("mqtt_topic", ""))
-    plan = plan_replay(topic, payload, now_ms=_now_ms(), ref=ref, actor=session.actor.name)
+    source = (
+        f"{tenant_kafka_topic(DLQ_TOPIC, letter.topic_tenant)}/{letter.partition}-{letter.offset}"
+    )
+    plan = plan_replay(topic, payload, now_ms=_now_ms(), source=source,
+                       actor=session.actor.name, tenant=letter.tenant)  # fmt: skip
     if isinstance(plan, Refused):
-        return problem(422, f"still refused by the bridge's rules: {plan.code}: {plan.detail}")
+        status = 403 if plan.code == OTHER_TENANT else 422
+        return problem(status, f"still refused by the bridge's rules: {plan.code}: {plan.detail}"
+                       if status == 422 else f"refused: {plan.detail}")  # fmt: skip
     partition, offset = await asyncio.to_thread(
         console.kafka.produce, plan.topic, plan.key, plan.value, plan.headers
     )
     await console.audit(
-        session, "dlq.replay", ref, code=letter.code, to=f"{plan.topic}/{partition}/{offset}"
-    )
+        session, "dlq.replay", ref, code=letter.code, tenant=letter.tenant,
+        to=f"{plan.topic}/{partition}/{offset}",
+    )  # fmt: skip
     return json_response(
         {"ref": ref, "status": "replayed", "topic": plan.topic, "partition": partition,
          "offset": offset}

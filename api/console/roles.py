@@ -2,8 +2,8 @@
 
 The registry's permissions decide registry changes (and are checked again there); this table
 adds the console's own actions: commands, dead-letter replay, Kafka browsing, tenants.
-A tenant admin sees its tenant's devices and commands only: no raw Kafka topics or dead
-letters, which mix every tenant's records.
+A tenant's account sees its tenant's devices, commands and dead letters only: no raw Kafka
+topics, which mix every tenant's records (pages.py scopes the dead letters).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from registry.permissions import Actor
 CONSOLE_ROLES: Final = frozenset({Role.ADMIN, Role.OPERATOR, Role.VIEWER, Role.TENANT_ADMIN})
 
 VIEW_FLEET: Final = "view_fleet"
-VIEW_KAFKA: Final = "view_kafka"  # topics, records, dead letters
+VIEW_KAFKA: Final = "view_kafka"  # topics, records
+VIEW_DLQ: Final = "view_dlq"  # dead letters (a tenant's account: its own)
 SEND_COMMANDS: Final = "send_commands"
 MANAGE_DEVICES: Final = "manage_devices"
 REPLAY_DLQ: Final = "replay_dlq"
@@ -24,11 +25,13 @@ VIEW_TENANTS: Final = "view_tenants"
 
 _GRANTS: Final[dict[Role, frozenset[str]]] = {
     Role.ADMIN: frozenset(
-        {VIEW_FLEET, VIEW_KAFKA, SEND_COMMANDS, MANAGE_DEVICES, REPLAY_DLQ, VIEW_TENANTS}
+        {VIEW_FLEET, VIEW_KAFKA, VIEW_DLQ, SEND_COMMANDS, MANAGE_DEVICES, REPLAY_DLQ, VIEW_TENANTS}
     ),
-    Role.OPERATOR: frozenset({VIEW_FLEET, VIEW_KAFKA, SEND_COMMANDS, MANAGE_DEVICES, REPLAY_DLQ}),
-    Role.VIEWER: frozenset({VIEW_FLEET, VIEW_KAFKA}),
-    Role.TENANT_ADMIN: frozenset({VIEW_FLEET, SEND_COMMANDS, MANAGE_DEVICES}),
+    Role.OPERATOR: frozenset(
+        {VIEW_FLEET, VIEW_KAFKA, VIEW_DLQ, SEND_COMMANDS, MANAGE_DEVICES, REPLAY_DLQ}
+    ),
+    Role.VIEWER: frozenset({VIEW_FLEET, VIEW_KAFKA, VIEW_DLQ}),
+    Role.TENANT_ADMIN: frozenset({VIEW_FLEET, VIEW_DLQ, SEND_COMMANDS, MANAGE_DEVICES, REPLAY_DLQ}),
 }
 
 
@@ -41,7 +44,7 @@ def capabilities(actor: Actor) -> frozenset[str]:
     for role in actor.roles:
         found |= _GRANTS.get(role, frozenset())
     if actor.tenant is not None:  # a tenant's account never sees across tenants
-        found -= {VIEW_KAFKA, REPLAY_DLQ, VIEW_TENANTS}
+        found -= {VIEW_KAFKA, VIEW_TENANTS}
     return frozenset(found)
 
 

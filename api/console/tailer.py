@@ -33,14 +33,14 @@ BACKLOG: Mapping[str, int | None] = {
 }
 
 
-# kinds whose records tenants have copies of (iot.{t}.telemetry ...); a tenant's dead letters
-# stay out for now: a letter is named by its partition and offset in the one DLQ topic
-TENANT_KINDS = ("telemetry", "events", "presence")
+# kinds whose records tenants have copies of (iot.{t}.telemetry ..., iot.{t}.dlq)
+TENANT_KINDS = ("telemetry", "events", "presence", "dlq")
 
 
-def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
-    """Of the Kafka topic ``names``, each tenant's copy of a watched topic -> its kind."""
-    found: dict[str, str] = {}
+def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Of the Kafka topic ``names``, each tenant's copy of a watched topic -> (its kind, the
+    tenant)."""
+    found: dict[str, tuple[str, str]] = {}
     for kind in TENANT_KINDS:
         base = topics.get(kind)
         if base is None:
@@ -51,7 +51,7 @@ def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, 
                 continue
             tenant = name[len(head) + 1 : len(name) - len(tail) - 1]
             if ids.TENANT_RE.fullmatch(tenant) and tenant_kafka_topic(base, tenant) == name:
-                found[name] = kind
+                found[name] = (kind, tenant)
     return found
 
 
@@ -67,6 +67,7 @@ class Tailer:
         self._thread: threading.Thread | None = None
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
         self.tenant_topics = 0  # tenants' copies assigned now
+        self._tenant_of: dict[str, str] = {}  # a tenant's topic -> the tenant
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="console-tailer", daemon=True)
@@ -82,7 +83,9 @@ class Tailer:
         kinds: dict[str, str] = {}
         assignment = []
         watched = {topic: kind for kind, topic in self.topics.items()}
-        watched |= tenant_copies(self.topics, meta.topics)
+        copies = tenant_copies(self.topics, meta.topics)
+        watched |= {topic: kind for topic, (kind, _) in copies.items()}
+        self._tenant_of = {topic: tenant for topic, (_, tenant) in copies.items()}
         self.tenant_topics = len(watched) - len(self.topics)
         for topic, kind in watched.items():
             t = meta.topics.get(topic)
@@ -126,13 +129,13 @@ class Tailer:
                         for msg in msgs:
                             if msg.error() is not None:
                                 continue
-                            self._next[(msg.topic() or "", msg.partition() or 0)] = (
-                                msg.offset() or 0
-                            ) + 1
+                            topic = msg.topic() or ""
+                            self._next[(topic, msg.partition() or 0)] = (msg.offset() or 0) + 1
                             self.state.apply(
-                                kinds[msg.topic() or ""], partition=msg.partition() or 0,
+                                kinds[topic], partition=msg.partition() or 0,
                                 offset=msg.offset() or 0, key=msg.key(), value=msg.value(),
                                 headers=msg.headers(), timestamp=msg.timestamp()[1],
+                                tenant=self._tenant_of.get(topic),
                             )  # fmt: skip
                     if time.monotonic() - checked > 10:
                         if missing or self._new_tenant_topics(consumer):

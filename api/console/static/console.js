@@ -298,7 +298,7 @@
     box.append(h("h2", {}, "Recent telemetry"), table(["time", "metrics"], d.points.slice(0, 20).map((p) => h("tr", {}, h("td", {}, when(p.at)), h("td", {}, JSON.stringify(p.metrics)))), "No telemetry yet."));
     box.append(h("h2", {}, "Events"), table(["time", "event"], d.events.map((e) => h("tr", {}, h("td", {}, when(e.at)), h("td", {}, JSON.stringify(e)))), "No events."));
     box.append(h("h2", {}, "Commands"), commandTable(d.commands));
-    if (can("view_kafka")) box.append(h("h2", {}, "Dead letters"), table(["received", "code", "detail"], d.dead_letters.map((x) => h("tr", {}, h("td", {}, when(x.received_at)), h("td", {}, x.code), h("td", {}, x.detail))), "No dead letters."));
+    if (can("view_dlq")) box.append(h("h2", {}, "Dead letters"), table(["received", "code", "detail"], d.dead_letters.map((x) => h("tr", {}, h("td", {}, when(x.received_at)), h("td", {}, x.code), h("td", {}, x.detail))), "No dead letters."));
   }
 
   // --- commands ----------------------------------------------------------------------------
@@ -407,9 +407,11 @@
     const since = h("input", { id: "dlq-since", type: "datetime-local", step: "1" });
     const until = h("input", { id: "dlq-until", type: "datetime-local", step: "1" });
     const status = h("select", { id: "dlq-status" }, ["", "new", "replayed", "discarded"].map((v) => h("option", { value: v }, v || "any")));
+    const tenant = h("input", { id: "dlq-tenant", placeholder: "any" });
+    const wide = !state.me.tenant;  // an appliance-wide account sees every tenant's letters
     const list = h("div", { id: "dlq-list" });
     const detail = h("div", { id: "dlq-detail", "aria-live": "polite" });
-    const form = h("form", { class: "row" }, h("label", { for: "dlq-code" }, "Error code", code), h("label", { for: "dlq-device" }, "Device", dev),
+    const form = h("form", { class: "row" }, wide ? h("label", { for: "dlq-tenant" }, "Tenant", tenant) : null, h("label", { for: "dlq-code" }, "Error code", code), h("label", { for: "dlq-device" }, "Device", dev),
       h("label", { for: "dlq-since" }, "Since (your zone)", since), h("label", { for: "dlq-until" }, "Until (your zone)", until),
       h("label", { for: "dlq-status" }, "Status", status), h("button", { type: "submit", id: "dlq-filter" }, "Filter"));
     form.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
@@ -419,9 +421,9 @@
       const out = h("div", { id: "dlq-result", role: "status" });
       const act = can("replay_dlq") ? h("div", { class: "row" },
         h("button", { type: "button", id: "dlq-replay", onclick: async () => {
-          try { const r = await api("POST", `/dead-letters/${x.ref}/replay`, { payload: text.value }); out.textContent = `Replayed to ${r.topic} partition ${r.partition} offset ${r.offset}.`; load(); } catch (err) { out.replaceChildren(errorState(err)); } } }, "Replay fixed payload"),
+          try { const r = await api("POST", `/dead-letters/${encodeURIComponent(x.ref)}/replay`, { payload: text.value }); out.textContent = `Replayed to ${r.topic} partition ${r.partition} offset ${r.offset}.`; load(); } catch (err) { out.replaceChildren(errorState(err)); } } }, "Replay fixed payload"),
         h("button", { type: "button", class: "danger", id: "dlq-discard", onclick: async () => {
-          try { await api("POST", `/dead-letters/${x.ref}/discard`, {}); out.textContent = "Discarded."; load(); } catch (err) { out.replaceChildren(errorState(err)); } } }, "Discard")) : null;
+          try { await api("POST", `/dead-letters/${encodeURIComponent(x.ref)}/discard`, {}); out.textContent = "Discarded."; load(); } catch (err) { out.replaceChildren(errorState(err)); } } }, "Discard")) : null;
       detail.replaceChildren(h("h2", {}, `Dead letter ${x.ref} (${x.code})`), h("p", {}, x.detail),
         h("h3", {}, "Headers"), h("pre", {}, JSON.stringify(x.headers, null, 2)),
         h("label", { for: "dlq-payload" }, can("replay_dlq") ? "Payload (fix it, then replay)" : "Payload", text), act, out);
@@ -430,6 +432,7 @@
     }
     async function load() {
       const p = new URLSearchParams({ code: code.value, device: dev.value, status: status.value });
+      if (wide && tenant.value.trim()) p.set("tenant", tenant.value.trim());
       if (since.value) p.set("since", String(new Date(since.value).getTime()));
       if (until.value) p.set("until", String(new Date(until.value).getTime() + 999));
       try {
@@ -437,8 +440,8 @@
         const keep = code.value;
         code.replaceChildren(h("option", { value: "" }, "any"), ...Object.entries(r.codes).map(([c, n]) => h("option", { value: c }, `${c} (${n})`)));
         code.value = keep;
-        list.replaceChildren(h("p", { class: "muted", id: "dlq-count" }, `${r.total} dead letters`, scanNote(r)), table(["received", "device", "code", "MQTT topic", "status", ""], r.rows.map((x) => h("tr", { "data-ref": x.ref, "data-code": x.code },
-          h("td", {}, when(x.received_at)), h("td", {}, x.device ?? ""), h("td", {}, x.code), h("td", {}, x.mqtt_topic),
+        list.replaceChildren(h("p", { class: "muted", id: "dlq-count" }, `${r.total} dead letters`, scanNote(r)), table(["received", ...(wide ? ["tenant"] : []), "device", "code", "MQTT topic", "status", ""], r.rows.map((x) => h("tr", { "data-ref": x.ref, "data-code": x.code, "data-tenant": x.tenant },
+          h("td", {}, when(x.received_at)), wide ? h("td", { class: "tenant" }, x.tenant) : null, h("td", { class: "device" }, x.device ?? ""), h("td", {}, x.code), h("td", {}, x.mqtt_topic),
           h("td", {}, x.status + (x.by ? ` by ${x.by}` : "")), h("td", {}, h("button", { type: "button", class: "secondary", onclick: () => open(x) }, "Open")))), "No dead letters match."));
       } catch (err) { list.replaceChildren(errorState(err)); }
     }

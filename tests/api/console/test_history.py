@@ -88,13 +88,13 @@ def test_old_dead_letter_and_command_are_found_after_a_restart(
         # not in memory: the API says it read Kafka for it
         time.sleep(3)  # the tailer's start-up read
         found = browser.driver.execute_async_script(GET_JS, f"/dead-letters?device={device}")
-        assert found["source"] == "kafka:iot.dlq", found
+        assert "iot.dlq" in found["source"].removeprefix("kafka:").split(","), found
         assert [r["device"] for r in found["rows"]] == [device]
         assert found["scanned"] > int(BACKLOG["dlq"] or 0)
         # the page: by device, then by error code and time only
         wait.until(ec.element_to_be_clickable((By.ID, "dlq-device"))).send_keys(device)
         browser.driver.find_element(By.ID, "dlq-filter").click()
-        wait.until(lambda d: _rows(d, "#dlq-list td:nth-child(2)") == [device])
+        wait.until(lambda d: _rows(d, "#dlq-list td.device") == [device])
         assert "searched" in browser.driver.find_element(By.ID, "dlq-count").text
         browser.shot("dead-letters-old")
         browser.driver.find_element(By.ID, "dlq-device").clear()
@@ -102,10 +102,10 @@ def test_old_dead_letter_and_command_are_found_after_a_restart(
         browser.driver.execute_script(SET_LOCAL_TIME, "dlq-since", at - 1000)
         browser.driver.execute_script(SET_LOCAL_TIME, "dlq-until", at + 1000)
         browser.driver.find_element(By.ID, "dlq-filter").click()
-        wait.until(lambda d: device in _rows(d, "#dlq-list td:nth-child(2)"))
-        assert "filler" not in _rows(browser.driver, "#dlq-list td:nth-child(2)")
+        wait.until(lambda d: device in _rows(d, "#dlq-list td.device"))
+        assert "filler" not in _rows(browser.driver, "#dlq-list td.device")
         # open it and replay it fixed: the record is read back from Kafka by its ref
-        row = browser.driver.find_element(By.XPATH, f"//tr[td[2][text()='{device}']]")
+        row = browser.driver.find_element(By.XPATH, f"//tr[td[@class='device'][text()='{device}']]")
         row.find_element(By.TAG_NAME, "button").click()
         box = wait.until(ec.presence_of_element_located((By.ID, "dlq-payload")))
         assert device in (box.get_attribute("value") or "")

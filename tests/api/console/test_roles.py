@@ -13,8 +13,12 @@ def test_each_role_gets_what_docs_console_md_says() -> None:
     assert roles.VIEW_TENANTS in admin
     assert roles.VIEW_TENANTS not in operator
     assert {roles.SEND_COMMANDS, roles.MANAGE_DEVICES, roles.REPLAY_DLQ} <= operator
-    assert viewer == {roles.VIEW_FLEET, roles.VIEW_KAFKA}
-    assert tenant == {roles.VIEW_FLEET, roles.SEND_COMMANDS, roles.MANAGE_DEVICES}
+    assert viewer == {roles.VIEW_FLEET, roles.VIEW_KAFKA, roles.VIEW_DLQ}
+    # its own tenant's dead letters (pages.py scopes them), no raw topics
+    assert tenant == {
+        roles.VIEW_FLEET, roles.SEND_COMMANDS, roles.MANAGE_DEVICES, roles.VIEW_DLQ,
+        roles.REPLAY_DLQ,
+    }  # fmt: skip
 
 
 def test_service_roles_cannot_log_in() -> None:
@@ -26,5 +30,8 @@ def test_service_roles_cannot_log_in() -> None:
 def test_a_tenant_account_never_sees_across_tenants() -> None:
     scoped_operator = Actor("o", (Role.OPERATOR,), "acme")
     assert not roles.may(scoped_operator, roles.VIEW_KAFKA)
-    assert not roles.may(scoped_operator, roles.REPLAY_DLQ)
+    assert not roles.may(scoped_operator, roles.VIEW_TENANTS)
     assert roles.may(scoped_operator, roles.SEND_COMMANDS)
+    # dead letters: its own tenant's only, which the pages check letter by letter
+    assert roles.may(scoped_operator, roles.REPLAY_DLQ)
+    assert not roles.may(Actor("v", (Role.VIEWER,), "acme"), roles.REPLAY_DLQ)
