@@ -129,27 +129,59 @@ def test_fast_payload_fields_agrees_with_orjson(value: bytes) -> None:
     assert fast_payload_fields(value, RUN) == payload_fields(value, RUN)
 
 
+class Msg:
+    """A fetched message as confluent-kafka hands it over (headers: a list of pairs)."""
+
+    def __init__(self, rec: RawRecord) -> None:
+        self.rec = rec
+
+    def value(self) -> bytes:
+        return self.rec.value
+
+    def key(self) -> bytes | None:
+        return self.rec.key
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return list(self.rec.headers.items()) or None
+
+    def partition(self) -> int:
+        return self.rec.partition
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self.rec.timestamp)
+
+
+def _parsed_rows(records: list[RawRecord]) -> list[tuple[Any, ...]]:
+    want = []
+    for r in records:
+        t = parse_telemetry(r, RUN)
+        if t is not None:
+            want.append((t.device, t.seq, t.partition, t.kafka_ts, t.ts, t.received_at))
+    return want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            payloads(),
+            st.sampled_from([b"dev-1", b"d\xc3", b"", None]),
+            st.sampled_from([{}, {"received_at": b"950"}, {"received_at": b"x"}, {"qos": b"1"}]),
+        ),
+        max_size=6,
+    )
+)
+def test_telemetry_rows_agree_with_parse_telemetry_on_any_payload(
+    items: list[tuple[bytes, bytes | None, dict[str, bytes]]],
+) -> None:
+    """The inlined batch path reads exactly what the record-by-record reference reads."""
+    records = [raw(value, key=key, headers=headers) for value, key, headers in items]
+    rows = TelemetryRows(RUN)([Msg(r) for r in records])  # type: ignore[misc]
+    assert rows == _parsed_rows(records)
+
+
 def test_telemetry_rows_equal_parse_telemetry() -> None:
     """The batch path (messages -> rows) reads what parse_telemetry reads, header and all."""
-
-    class Msg:
-        def __init__(self, rec: RawRecord) -> None:
-            self.rec = rec
-
-        def value(self) -> bytes:
-            return self.rec.value
-
-        def key(self) -> bytes | None:
-            return self.rec.key
-
-        def headers(self) -> list[tuple[str, bytes]]:
-            return list(self.rec.headers.items())
-
-        def partition(self) -> int:
-            return self.rec.partition
-
-        def timestamp(self) -> tuple[int, int]:
-            return (1, self.rec.timestamp)
 
     good = orjson.dumps({"ts": 900, "seq": 4, "metrics": {}, "tags": {"run": RUN}})
     keyless = orjson.dumps({"ts": 1.5, "seq": 5, "device_id": "d9", "tags": {"run": RUN}})
@@ -161,12 +193,7 @@ def test_telemetry_rows_equal_parse_telemetry() -> None:
         raw('{"seq": 2, "tags": {"run": "%s", "n": "é"}}'.encode() % RUN.encode()),
     ]
     rows = TelemetryRows(RUN)([Msg(r) for r in records])  # type: ignore[misc]
-    want = []
-    for r in records:
-        t = parse_telemetry(r, RUN)
-        if t is not None:
-            want.append((t.device, t.seq, t.partition, t.kafka_ts, t.ts, t.received_at))
-    assert rows == want
+    assert rows == _parsed_rows(records)
     assert [row[0] for row in rows] == ["dev-1", "dev-1", "d9", "dev-1"]
     assert rows[0][5] == 950
     assert rows[1][5] is None
