@@ -132,13 +132,19 @@ def _containers(data_dir: Path) -> Iterator[Endpoints]:
         config = local_stack_config(data_dir).with_changes(
             external_kafka=kafka.get_bootstrap_server()
         )
-        local = Stack(config)
-        with reaper(local.config.run_dir):
-            try:
-                local.up()
-                yield _logged_in(local)
-            finally:
-                local.down()
+        with _running(Stack(config)) as endpoints:
+            yield endpoints
+
+
+@contextlib.contextmanager
+def _running(local: Stack) -> Iterator[Endpoints]:
+    """``local`` up (its servers reaped if the run dies), the test login provisioned."""
+    with reaper(local.config.run_dir):
+        try:
+            local.up()
+            yield _logged_in(local)
+        finally:
+            local.down()
 
 
 @pytest.fixture(autouse=True)
@@ -164,13 +170,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
         with _containers(tmp_path_factory.mktemp("stack")) as endpoints:
             yield endpoints
         return
-    local = Stack(local_stack_config(tmp_path_factory.mktemp("stack")))
-    with reaper(local.config.run_dir):
-        try:
-            local.up()
-            yield _logged_in(local)
-        finally:
-            local.down()
+    with _running(Stack(local_stack_config(tmp_path_factory.mktemp("stack")))) as endpoints:
+        yield endpoints
 
 
 @pytest.fixture
