@@ -227,6 +227,7 @@ NOT_RUN = {
     "setting; not for a shared test machine (and not permitted in this container)",
     "python -m bench.fleet --render bench/results/fleet-short.json": "re-renders the recorded "
     "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
+    "python -m bench.verify_speed --records 2000000 --workers 1,2 --repeat 2": _BENCH,
     "make bench-http": _BENCH,
     "python -m bench.http_api --seconds 5 --long-polls 1000 --out-dir bench/results": _BENCH,
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "

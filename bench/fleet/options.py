@@ -23,6 +23,7 @@ class FleetOptions:
     timeline_s: float
     out_dir: Path
     name: str
+    insecure_anonymous: bool = False
 
     @property
     def target_msgs_per_s(self) -> float:
@@ -91,6 +92,12 @@ def parser() -> argparse.ArgumentParser:
         help="where fleet.json/.md/.png go (default bench/results)",
     )
     p.add_argument("--name", default="fleet", help="file name stem of the results (default fleet)")
+    p.add_argument(
+        "--insecure-anonymous",
+        action="store_true",
+        help="anonymous Mosquitto, no device credentials (by default each device is "
+        "provisioned its own secret through the registry and logs in with it)",
+    )
     return p  # fmt: skip
 
 
@@ -110,4 +117,5 @@ def from_args(args: argparse.Namespace) -> FleetOptions:
         timeline_s=args.timeline_s,
         out_dir=args.out_dir,
         name=args.name,
+        insecure_anonymous=args.insecure_anonymous,
     )

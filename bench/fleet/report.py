@@ -24,6 +24,14 @@ def _n(value: Any, digits: int = 0) -> str:
     return "-" if value is None else fmt_number(value, digits)
 
 
+def _auth(doc: dict[str, Any]) -> str:
+    if doc.get("auth") == "per-device credentials":
+        took = doc.get("provision_s")
+        when = "" if took is None else f", provisioned through the registry in {took:.1f} s"
+        return f"Each device logged in with its own credentials{when}."
+    return "Mosquitto was anonymous (no device credentials)."
+
+
 def markdown(doc: dict[str, Any]) -> str:
     opts, conn, thr, ver = doc["options"], doc["connect"], doc["throughput"], doc["verdict"]
     mem, lat = doc["memory_per_connection"], ver["latency"]
@@ -36,7 +44,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"machine: {doc['machine'].get('cores')} cores, load average at start "
         f"{' '.join(doc.get('loadavg_start') or [])}, at the end "
         f"{' '.join(doc.get('loadavg_end') or [])} (shared machine). Mosquitto's open-file limit: "
-        f"{_n(doc.get('mosquitto_open_files_limit'))}.",
+        f"{_n(doc.get('mosquitto_open_files_limit'))}. {_auth(doc)}",
         "",
         "**Verdict: " + ("OK" if ver["ok"] else "FAIL: " + "; ".join(ver["failures"])) + "**",
         "",

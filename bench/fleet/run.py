@@ -11,9 +11,10 @@ from typing import Any
 
 from bench.commands.errors import BenchError
 from bench.commands.processes import start_command_path
-from bench.commands.stack_setup import bridge_settings, create_topics, own_stack, run_topics
+from bench.commands.stack_setup import bridge_settings, create_topics, run_topics
 from bench.fleet.options import FleetOptions
 from bench.fleet.sampler import Sampler, open_files_limit, simulator_pids
+from bench.fleet.servers import fleet_servers
 from bench.machine import loadavg, machine_info
 from bench.progress import say
 from device_sim.errors import SimError
@@ -26,6 +27,7 @@ from device_sim.verifier import verify
 MOSQUITTO_FD_HEADROOM = 64  # listener, persistence, log, the bridge's own connection
 SESSION_EXPIRY_S = 60  # no device session outlives the run for long in Mosquitto
 VERIFY_WAIT_S = 60.0
+VERIFY_WORKERS = 2  # as `iot-sim verify`: the telemetry partitions read by 2 processes
 DRAIN_SAMPLE_S = 5.0
 TOPICS_TIMEOUT_S = 180.0
 TOPICS_READ = (
@@ -132,14 +134,26 @@ def run(opts: FleetOptions) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     workdir = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     machine = machine_info()
-    with own_stack(workdir / "stack", opts.partitions) as servers:
+    spec = FleetSpec(
+        devices=opts.devices,
+        device_prefix=f"fleet{tag}",
+        rate=opts.rate,
+        duration_s=opts.duration_s,
+        payload_bytes=opts.payload_bytes,
+        seed=19,
+    )
+    device_ids = [spec.device_id(i) for i in range(spec.devices)]
+    with fleet_servers(
+        workdir / "stack", opts.partitions, device_ids, anonymous=opts.insecure_anonymous
+    ) as found:
+        servers = found.servers
         mosquitto_pid = servers.mosquitto_pid()
         kafka_pid = servers.kafka_pid()
         fd_limit = _check_open_files(mosquitto_pid, opts.devices)
         topics = run_topics(tag)
         create_topics(servers, topics, opts.partitions)
         _wait_for_topics(servers.bootstrap, [topics[k] for k in TOPICS_READ])
-        settings = bridge_settings(servers, tag, topics, [])
+        settings = bridge_settings(servers, tag, topics, list(found.bridge_login.items()))
         bridge, _ = start_command_path("off", settings, workdir)
         try:
             progress = _Progress(opts.devices)
@@ -151,14 +165,6 @@ def run(opts: FleetOptions) -> dict[str, Any]:
             }
             sampler = Sampler(roles, lambda: progress.latest, opts.sample_s)
             sampler.sample()  # the baseline: servers and bridge up, no device yet
-            spec = FleetSpec(
-                devices=opts.devices,
-                device_prefix=f"fleet{tag}",
-                rate=opts.rate,
-                duration_s=opts.duration_s,
-                payload_bytes=opts.payload_bytes,
-                seed=19,
-            )
             endpoints = Endpoints(
                 mqtt_host=servers.mqtt_host,
                 mqtt_port=servers.mqtt_port,
@@ -166,6 +172,7 @@ def run(opts: FleetOptions) -> dict[str, Any]:
                 topic_telemetry=topics["topic_telemetry"],
                 topic_dlq=topics["topic_dlq"],
                 topic_events=topics["topic_events"],
+                credentials=found.credentials or {},
             )
             run_options = RunOptions(
                 processes=opts.processes,
@@ -197,6 +204,7 @@ def run(opts: FleetOptions) -> dict[str, Any]:
                 wait_s=VERIFY_WAIT_S,
                 timeline_s=opts.timeline_s,
                 on_progress=None,
+                workers=VERIFY_WORKERS,
             )
             verify_s = time.monotonic() - v0
         finally:
@@ -211,6 +219,9 @@ def run(opts: FleetOptions) -> dict[str, Any]:
         "loadavg_start": machine.get("loadavg_before"),
         "loadavg_end": loadavg(),
         "mosquitto_open_files_limit": fd_limit,
+        # each device logs in with its own secret (None: --insecure-anonymous)
+        "auth": "anonymous" if found.credentials is None else "per-device credentials",
+        "provision_s": found.provision_s,
         "run_id": manifest["run_id"],
         "connect": {
             "devices": opts.devices,

@@ -82,3 +82,13 @@ def test_markdown_and_plot_written(tmp_path: Path) -> None:
     assert "| 20 | 100 | 7 | 50 | 90 | 120 |" in md  # the third latency window
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json_path.exists()
+
+
+def test_credentials_are_the_default_and_the_report_says_how_devices_logged_in() -> None:
+    assert from_args(parser().parse_args([])).insecure_anonymous is False
+    assert from_args(parser().parse_args(["--insecure-anonymous"])).insecure_anonymous is True
+    from bench.fleet.report import _auth
+
+    assert "own credentials" in _auth({"auth": "per-device credentials", "provision_s": 12.5})
+    assert "12.5 s" in _auth({"auth": "per-device credentials", "provision_s": 12.5})
+    assert "anonymous" in _auth({})  # runs recorded before credentials
