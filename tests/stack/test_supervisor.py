@@ -94,6 +94,8 @@ def test_killed_service_is_restarted_with_growing_backoff_and_counted(
         os.kill(pid, signal.SIGKILL)
         waits.append(_wait(_replaced(proc, pid), 10, "a new pid"))
         pid = proc.pid() or 0
+        # the new pid file is written before the supervisor's state file: wait for both
+        _wait(lambda n=restarts: _record(link).restarts >= n, 10, f"restart {restarts} recorded")
         rec = _record(link)
         assert rec.restarts == restarts
         assert rec.last_exit == "killed by SIGKILL"
