@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -73,6 +74,10 @@ def _replaced(proc: ManagedProcess, old: int) -> Callable[[], bool]:
     return lambda: proc.pid() not in (None, old)
 
 
+def _recorded(link: SupervisorLink, restarts: int) -> bool:
+    return _record(link).restarts >= restarts
+
+
 def _record(link: SupervisorLink, name: str = "svc") -> ServiceRecord:
     rec = link.record(name)
     assert rec is not None
@@ -95,7 +100,7 @@ def test_killed_service_is_restarted_with_growing_backoff_and_counted(
         waits.append(_wait(_replaced(proc, pid), 10, "a new pid"))
         pid = proc.pid() or 0
         # the new pid file is written before the supervisor's state file: wait for both
-        _wait(lambda n=restarts: _record(link).restarts >= n, 10, f"restart {restarts} recorded")
+        _wait(functools.partial(_recorded, link, restarts), 10, f"restart {restarts} recorded")
         rec = _record(link)
         assert rec.restarts == restarts
         assert rec.last_exit == "killed by SIGKILL"
