@@ -29,6 +29,17 @@ from tests.stack.test_stack_auth_integration import _pid_of, _run
 pytestmark = pytest.mark.integration
 
 
+def _wait_for_topic(bootstrap: str, topic: str, timeout: float) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}"})
+    deadline = time.monotonic() + timeout
+    try:
+        while not consumer.list_topics(topic, 5).topics[topic].partitions:
+            assert time.monotonic() < deadline, f"{topic} not created within {timeout} s"
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
 def _records(
     bootstrap: str, topic: str, want: int, timeout: float = 90
 ) -> list[tuple[str, dict[str, str]]]:
@@ -111,6 +122,10 @@ def test_up_opens_the_mutual_tls_listener_of_its_ca(tmp_path: Path) -> None:
             "acme/dev-t"
         )
         assert (certs / "ca.crt").read_bytes() == ca_crt.read_bytes()
+        # the bridge reads new tenants every 5 s and creates their topics before it takes their
+        # records (earlier ones are dead-lettered as tenant_not_ready): wait for acme's
+        _wait_for_topic(bootstrap, "iot.acme.telemetry", 60)
+        time.sleep(1.0)  # the topics first, then the pipeline learns the tenant is ready
 
         def probe(stem: str) -> Probe:
             return Probe(

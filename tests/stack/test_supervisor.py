@@ -152,6 +152,7 @@ def test_a_new_supervisor_adopts_running_services(
     assert _record(link).pid == pid
     os.kill(pid, signal.SIGKILL)
     _wait(lambda: proc.pid() not in (None, pid), 10, "restarted after adoption")
+    _wait(functools.partial(_recorded, link, 1), 10, "the restart recorded")
     rec = _record(link)
     assert rec.restarts == 1
     assert rec.last_exit is not None
