@@ -10,9 +10,10 @@ rotated, never looked up (the registry keeps only hashes).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,29 @@ def provision(
 ) -> Provisioned:
     """Service accounts and devices, the missing ones. With ``offline`` (the launcher, which
     owns Mosquitto), a bulk of new devices reaches Mosquitto through its dynsec file."""
+    try:
+        with registry_session(
+            kafka_bootstrap, mqtt_host, mqtt_port, secrets_dir, actor=ACTOR, progress=progress
+        ) as (registry, mosquitto):
+            return _provision(
+                registry, mosquitto, secrets_dir, device_ids, progress, offline=offline
+            )
+    except RegistryError as exc:
+        raise StackError(f"provisioning through the registry failed: {exc}") from exc
+
+
+@contextlib.contextmanager
+def registry_session(
+    kafka_bootstrap: str,
+    mqtt_host: str,
+    mqtt_port: int,
+    secrets_dir: Path,
+    *,
+    actor: str,
+    progress: Callable[[str], None] = log.info,
+) -> Iterator[tuple[Registry, DynsecClient]]:
+    """The registry, writable as the local admin ``actor``, with Mosquitto's dynsec behind it
+    (the admin secret from ``secrets_dir``); both closed on exit."""
     admin = read_secret(admin_secret(secrets_dir))
     if admin is None:
         raise StackError(f"no registry admin secret in {admin_secret(secrets_dir)}")
@@ -108,10 +132,7 @@ def provision(
         if created:
             progress(f"created registry topics: {', '.join(created)}")
         mosquitto = DynsecClient(mqtt_host, mqtt_port, ADMIN_USERNAME, admin).start()
-        registry = Registry.open(store, local_admin(ACTOR), mosquitto, write=True)
-        return _provision(registry, mosquitto, secrets_dir, device_ids, progress, offline=offline)
-    except RegistryError as exc:
-        raise StackError(f"provisioning through the registry failed: {exc}") from exc
+        yield Registry.open(store, local_admin(actor), mosquitto, write=True), mosquitto
     finally:
         if mosquitto is not None:
             mosquitto.close()

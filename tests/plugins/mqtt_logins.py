@@ -19,19 +19,13 @@ from typing import Any, TypedDict
 
 import paho.mqtt.client as mqtt
 
-from registry.dynsec import DynsecClient
-from registry.kafka_store import KafkaStore
 from registry.model import Role
-from registry.permissions import local_admin
-from registry.service import Registry
-from registry.topics import ADMIN_USERNAME, account_username
-from stack.provisioning import provision
+from registry.topics import account_username
+from stack.provisioning import provision, registry_session
 from stack.secret_files import (
     account_secret,
-    admin_secret,
     device_credentials,
     read_credentials,
-    read_secret,
     write_secret,
 )
 
@@ -64,23 +58,14 @@ def provision_test_login(
 ) -> MqttLogin:
     """Create (or re-key) svc/tests through the registry; its secret goes into
     ``secrets_dir`` (0600) like the services' ones, and the login is registered."""
-    admin = read_secret(admin_secret(secrets_dir))
-    if admin is None:
-        raise RuntimeError(f"no registry admin secret in {admin_secret(secrets_dir)}")
-    store = KafkaStore(kafka_bootstrap, timeout=120.0)
-    mosquitto: DynsecClient | None = None
-    try:
-        store.ensure_topics()
-        mosquitto = DynsecClient(mqtt_host, mqtt_port, ADMIN_USERNAME, admin).start()
-        registry = Registry.open(store, local_admin("pytest"), mosquitto, write=True)
+    with registry_session(kafka_bootstrap, mqtt_host, mqtt_port, secrets_dir, actor="pytest") as (
+        registry,
+        _,
+    ):
         if TEST_ACCOUNT in registry.state.accounts:
             issued = registry.rotate_account(TEST_ACCOUNT)
         else:
             issued = registry.create_account(TEST_ACCOUNT, list(TEST_ROLES))
-    finally:
-        if mosquitto is not None:
-            mosquitto.close()
-        store.close()
     assert issued.secret is not None
     path = account_secret(secrets_dir, TEST_ACCOUNT)
     write_secret(path, issued.secret)
