@@ -68,7 +68,10 @@ def test_a_real_site_shows_on_the_overview(
     try:
         login(browser, "admin1", console_stack.accounts["admin1"])
         wait = WebDriverWait(browser.driver, 60, poll_frequency=0.5)
+        # the link state (the bridge's $SYS notification) can show before the site's first
+        # status record: wait for both
         found = wait.until(lambda d: (_site_row(d, f"default/{site}") or {}).get("link") == "up"
+                           and (_site_row(d, f"default/{site}") or {}).get("seen") != "never"
                            and _site_row(d, f"default/{site}"))  # fmt: skip
         assert isinstance(found, dict)
         row: dict[str, str] = found
