@@ -82,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="extra arguments for bench.mqbridge_route, e.g. '--batch-size 2048 --linger-ms 5'",
     )
+    run.add_argument(
+        "--mosquitto-autosave-changes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Mosquitto saves its store every N changes (default: the stack's, "
+        "IOT_MQTT_AUTOSAVE_CHANGES; 0: every 5 s); docs/benchmarks.md shows what N costs",
+    )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
@@ -163,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("--bridge-processes must be comma-separated integers", file=sys.stderr)
         return 2
+    if (args.mosquitto_autosave_changes or 0) < 0:
+        print("--mosquitto-autosave-changes must be >= 0", file=sys.stderr)
+        return 2
     if any(p < 1 for p in processes):
         print("--bridge-processes must be >= 1", file=sys.stderr)
         return 2
@@ -183,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         repeats=args.repeat or (1 if args.quick else 3),
         bridge_settings=tuple(settings),
         mq_bridge_args=tuple(args.mq_bridge_args.split()),
+        mosquitto_autosave_changes=args.mosquitto_autosave_changes,
         out_dir=args.out,
         data_dir=args.data_dir,
     )

@@ -157,6 +157,13 @@ def from_json(data: dict[str, Any]) -> SuiteRun:
     return run
 
 
+def _autosave_line(changes: int | None) -> str:
+    if changes is None:  # a run recorded before the setting was
+        return ""
+    every = f"every {changes:,} changes" if changes else "every 5 s"
+    return f" Mosquitto saves its store {every}."
+
+
 def to_markdown(run: Any) -> str:
     m = run.machine
     opts = run.options
@@ -172,7 +179,8 @@ def to_markdown(run: Any) -> str:
         f"{m.get('kafka')} (KRaft, single node); confluent-kafka {m.get('confluent_kafka')} "
         f"(librdkafka {m.get('librdkafka')}); paho-mqtt {m.get('paho_mqtt')}; "
         f"mq-bridge {m.get('mq_bridge')}. Load average before: "
-        f"{' '.join(m.get('loadavg_before', []))}, after: {' '.join(m.get('loadavg_after', []))}.",
+        f"{' '.join(m.get('loadavg_before', []))}, after: {' '.join(m.get('loadavg_after', []))}."
+        + _autosave_line(opts.mosquitto_autosave_changes),
         "",
         f"Load: {opts.devices:,} devices (one MQTT connection each) published by "
         f"{opts.publisher_processes} raw-socket publisher processes, "

@@ -10,6 +10,7 @@ One contender in one scenario: ``bench.suite_runner``; the options and contender
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -93,11 +94,18 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     options = SuiteOptions(**{**options.__dict__, "data_dir": data_dir})
     # Mosquitto + Kafka on free ports in their own data dir (the project's launcher)
     # anonymous, explicitly: the suite measures the data path, not the log-in
-    stack = Stack(
-        StackConfig.servers_on_free_ports(
-            data_dir / "stack", options.partitions, insecure_anonymous=True
-        )
+    config = StackConfig.servers_on_free_ports(
+        data_dir / "stack", options.partitions, insecure_anonymous=True
     )
+    if options.mosquitto_autosave_changes is not None:
+        config = dataclasses.replace(
+            config, mqtt_autosave_changes=options.mosquitto_autosave_changes
+        )
+    # the effective setting goes into the results (the report states it)
+    options = SuiteOptions(
+        **{**options.__dict__, "mosquitto_autosave_changes": config.mqtt_autosave_changes}
+    )
+    stack = Stack(config)
     say(f"starting Mosquitto + Kafka under {data_dir} ...")
     stack.up(progress=_stack_progress)
     runner = Runner(stack, options, run)

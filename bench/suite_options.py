@@ -40,6 +40,9 @@ class SuiteOptions:
     repeats: int = 3  # throughput runs per contender and payload, interleaved; best one counts
     bridge_settings: tuple[tuple[str, str], ...] = ()  # BridgeConfig overrides for iot-bridge
     mq_bridge_args: tuple[str, ...] = ()  # extra bench.mqbridge_route arguments
+    # Mosquitto's save every N changes (None: the stack's default; 0: every 5 s): each save
+    # rewrites the whole store, so N sets what the ceiling and the bridges pay for it
+    mosquitto_autosave_changes: int | None = None
     out_dir: Path = ROOT / "bench" / "results"
     data_dir: Path | None = None
 

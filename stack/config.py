@@ -21,7 +21,10 @@ MAX_BRIDGES = 16
 BRIDGE_PORT_STEP = 10
 # Mosquitto's save every N changes bounds a kill -9's loss to < N acknowledged messages; the
 # figure is measured in docs/operations.md ("What survives what", bench/central_autosave.py).
-MQTT_AUTOSAVE_CHANGES = 1000
+# Each save rewrites the whole store, so at saturation (a backlog held) a small N costs most of
+# Mosquitto's throughput: 1,000 cut the QoS 1 ceiling to ~6k msgs/s, 10,000 to ~15k, a save
+# every 5 s left ~27k on the same box ("What a save costs" in docs/operations.md).
+MQTT_AUTOSAVE_CHANGES = 10_000
 
 
 def _env(name: str, default: Any, kind: type) -> Any:

@@ -37,3 +37,17 @@ def test_bridge_processes_reach_the_suite(monkeypatch: pytest.MonkeyPatch) -> No
     assert seen == [(1, 2, 3), (2,), (2, 4)]
     assert main(["run", "--bridge-processes", "1,x"]) == 2
     assert main(["run", "--bridge-processes", "0,2"]) == 2
+
+
+def test_mosquitto_autosave_reaches_the_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int | None] = []
+
+    def fake_run_suite(options: SuiteOptions) -> None:
+        seen.append(options.mosquitto_autosave_changes)
+        raise RuntimeError("not run in unit tests")
+
+    monkeypatch.setattr("bench.suite.run_suite", fake_run_suite)
+    assert main(["run", "--mosquitto-autosave-changes", "0"]) == 1
+    assert main(["run"]) == 1  # None: the stack's own default
+    assert seen == [0, None]
+    assert main(["run", "--mosquitto-autosave-changes", "-1"]) == 2

@@ -13,7 +13,7 @@ from bench.suite_options import SuiteOptions, SuiteRun
 
 def _run() -> SuiteRun:
     run = SuiteRun(
-        options=SuiteOptions(payloads=(1024,), duration_s=5.0),
+        options=SuiteOptions(payloads=(1024,), duration_s=5.0, mosquitto_autosave_changes=10_000),
         machine={"cpu": "test cpu", "cores": 2, "loadavg_before": ["0.1", "0.2", "0.3"]},
     )
     run.started_at, run.finished_at, run.wall_s = "t0", "t1", 12.0
@@ -55,6 +55,7 @@ def test_markdown_states_the_targets(tmp_path: Path) -> None:
     assert "| 1024 | 1,000 | 2 | 60,000 | 1.33 |" in text
     assert "### Spread over the repeated throughput runs" in text
     assert "at 1 % of our maximum (450 msgs/s): our bridge p50 3 / p99 11 ms" in text
+    assert "Mosquitto saves its store every 10,000 changes." in text
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
