@@ -6,6 +6,7 @@ FROM python:3.11-slim-bookworm
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       mosquitto mosquitto-clients openjdk-17-jre-headless maven procps \
+      mosquitto-dev libmosquitto-dev gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/iot
@@ -31,6 +32,9 @@ COPY api/ api/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
 COPY mosquitto/ mosquitto/
+RUN mkdir -p mosquitto/plugins/build \
+ && gcc -shared -fPIC -O2 -Wall -Wextra -Werror \
+      -o mosquitto/plugins/build/iot_auth_metrics.so mosquitto/plugins/iot_auth_metrics.c
 RUN pip install --no-cache-dir .
 
 VOLUME ["/data"]

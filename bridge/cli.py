@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from bridge import __version__
@@ -58,6 +59,11 @@ async def _serve(cfg: BridgeConfig) -> int:
     bridge = TelemetryBridge(cfg)
     registry = CollectorRegistry()
     registry.register(BridgeCollector(bridge.stats, bridge.gauges, bridge.mqtt_errors))
+    if cfg.mqtt_auth_metrics_file:
+        from bridge.broker_auth import BrokerAuthCollector
+
+        path = Path(cfg.mqtt_auth_metrics_file)
+        registry.register(BrokerAuthCollector(path, lambda: bridge.ready_tenants))
     http = HealthServer(
         cfg.http_host,
         cfg.http_port,

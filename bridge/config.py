@@ -127,6 +127,11 @@ class BridgeConfig:
         "The registry's compacted Kafka topic (iot.registry) to read tenants and their msgs/s "
         "quotas from; empty: no registry (only tenant_quotas apply).",
     )
+    mqtt_auth_metrics_file: str = _setting(
+        "",
+        "The JSON file Mosquitto's metrics plugin writes (refused log-ins and publishes per user "
+        "name; iot-stack sets it for the first bridge); exported per tenant. Empty: none.",
+    )
     tenant_quotas: str = _setting(
         "",
         "Static per-tenant message-rate quotas, tenant=msgs_per_s,...; the registry's quota "

@@ -199,6 +199,9 @@ class Stack:
             # tenants' msgs/s quotas come from the registry (none without authentication)
             | ({} if cfg.insecure_anonymous else {"IOT_REGISTRY_TOPIC": REGISTRY_TOPIC})
         )
+        if index <= 1 and not cfg.insecure_anonymous:
+            # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
+            env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
         if index >= 1:
             env |= {
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",

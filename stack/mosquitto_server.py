@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 READY_LINE = "running"  # "mosquitto version 2.0.x running"
 DYNSEC_PLUGIN = "mosquitto_dynamic_security.so"
+AUTH_METRICS_INTERVAL_S = 2  # how often the plugin rewrites its counts (when they changed)
 INSECURE_WARNING = (
     "INSECURE: Mosquitto at %s accepts anonymous clients (--insecure-anonymous / "
     "IOT_STACK_INSECURE_ANONYMOUS): anyone who reaches it may publish as any device and read "
@@ -56,6 +57,9 @@ class MosquittoServer:
         self.conf_path = self.home / "mosquitto.conf"
         # In Mosquitto's own (writable) dir: the plugin rewrites the file on every change.
         self.dynsec_path = self.home / "dynsec.json"
+        # refused log-ins and publishes per user, written by the metrics plugin; the bridge
+        # exports them per tenant (docs/security.md, "Metrics per tenant")
+        self.auth_metrics_path = self.home / "auth_metrics.json"
         self.process = ManagedProcess("mosquitto", config.run_dir, config.log_dir / "mosquitto.log")
 
     def _binary(self) -> str:
@@ -120,8 +124,24 @@ class MosquittoServer:
             log.info("wrote the first dynamic-security file %s", self.dynsec_path)
         return (
             f"allow_anonymous false\n{user}\n"
-            f"plugin {dynsec_plugin()}\n"
+            + self._metrics_plugin_lines()
+            + f"plugin {dynsec_plugin()}\n"
             f"plugin_opt_config_file {self.dynsec_path}"
+        )
+
+    def _metrics_plugin_lines(self) -> str:
+        # before dynsec: it sees every check and defers (mosquitto/plugins/iot_auth_metrics.c)
+        plugin = paths.auth_metrics_plugin()
+        if not plugin.exists():
+            log.warning(
+                "%s not built (`make setup` builds it): refused log-ins and publishes are not "
+                "counted per user",
+                plugin,
+            )
+            return ""
+        return (
+            f"plugin {plugin}\nplugin_opt_file {self.auth_metrics_path}\n"
+            f"plugin_opt_interval_s {AUTH_METRICS_INTERVAL_S}\n"
         )
 
     def render_config(self, log_to_stdout: bool = False) -> Path:

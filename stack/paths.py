@@ -27,3 +27,8 @@ def kafka_config_dir() -> Path:
 
 def mosquitto_template() -> Path:
     return project_root() / "mosquitto" / "mosquitto.conf.template"
+
+
+def auth_metrics_plugin() -> Path:
+    """The Mosquitto plugin counting refused log-ins and publishes (built by the set-up)."""
+    return project_root() / "mosquitto" / "plugins" / "build" / "iot_auth_metrics.so"

@@ -209,10 +209,8 @@ def _kill_and_restart(local: Stack, node_id: int, probe: ProbeProducer, what: st
 def test_kill9_a_broker_then_the_controller_loses_no_acked_message(
     local_cluster_factory: Any, bridge_factory: Any
 ) -> None:
-    # Anonymous, explicitly, for now: with authentication on (svc/tests) this test failed twice
-    # on the loaded shared box (load average 32-46) waiting for the devices' last PUBACKs after
-    # the two kills, where the anonymous version passed; not understood yet (issue 13).
-    local = local_cluster_factory(nodes=3, partitions=6, insecure_anonymous=True)
+    # with authentication on, as every fixture: the devices publish as svc/tests
+    local = local_cluster_factory(nodes=3, partitions=6)
     bootstrap = local.kafka_bootstrap
     assert len(bootstrap.split(",")) == 3
     suffix = uuid.uuid4().hex[:8]
