@@ -6,8 +6,9 @@ BIN := $(VENV)/bin
 DEVICES ?= 200
 RATE ?= 2
 FLEET_ARGS ?=
+SOAK_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet bench-http
+.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet bench-http bench-soak
 
 setup:
 	@bash .ci/setup
@@ -44,6 +45,10 @@ bench-commands: setup
 ## A fleet at scale: 20,000 devices (one connection each) for 30 minutes; FLEET_ARGS shortens it.
 bench-fleet: setup
 	$(BIN)/python -m bench.fleet --out-dir bench/results $(FLEET_ARGS)
+
+## The bridge at 80% of its measured maximum for 30 minutes (rate, RSS, ack lag, lost); SOAK_ARGS shortens it.
+bench-soak: setup
+	$(BIN)/python -m bench.soak --out-dir bench/results $(SOAK_ARGS)
 
 ## iot-api over Kafka: batch and single publish, long-poll consume, latency, memory (docs/benchmarks.md)
 bench-http: setup

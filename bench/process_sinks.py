@@ -234,6 +234,10 @@ class OurBridgeSink(ProcessSink):
             out.append(([sys.executable, "-m", "bridge.cli"], _python_env(env)))
         return out
 
+    def metrics_url(self, index: int = 0) -> str:
+        """Process ``index``'s Prometheus endpoint."""
+        return f"http://127.0.0.1:{self._ports[index]}/metrics"
+
     def process_ready(self, index: int) -> bool:
         try:
             with urllib.request.urlopen(

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from time import monotonic
 from typing import Any
 
 
 class Entry:
-    """One pending message. ``delivered`` is the Kafka delivery callback (any thread)."""
+    """One pending message. ``delivered`` is the Kafka delivery callback (any thread);
+    ``done_at`` is when it ran (``time.monotonic()``, always > 0), 0.0 until then: the ack lag
+    (delivery report to PUBACK) is measured from it."""
 
-    __slots__ = ("done", "error", "generation", "packet_id", "sent_at", "size", "topic")
+    __slots__ = ("done_at", "error", "generation", "packet_id", "sent_at", "size", "topic")
 
     def __init__(self, packet_id: int, generation: int, size: int, topic: str) -> None:
         self.packet_id = packet_id  # 0 = nothing to acknowledge (QoS 0)
@@ -23,12 +26,16 @@ class Entry:
         self.size = size
         self.topic = topic
         self.sent_at = time.monotonic()
-        self.done = False
+        self.done_at = 0.0
         self.error: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.done_at > 0.0
 
     def delivered(self, error: Any, _msg: Any = None) -> None:
         self.error = error
-        self.done = True
+        self.done_at = monotonic()
 
 
 class AckWindow:
@@ -58,7 +65,7 @@ class AckWindow:
         entries = self._entries
         out: list[Entry] = []
         size = 0
-        while entries and entries[0].done:
+        while entries and entries[0].done_at:
             e = entries.popleft()
             size += e.size
             out.append(e)

@@ -366,6 +366,9 @@ class TelemetryPipeline:
             counts = hist.counts
             buckets = hist.buckets
             total = 0.0
+            lag_hist = stats.ack_lag
+            lag_counts = lag_hist.counts
+            lag_total = 0.0
             kinds: dict[str, int] = {}
             for e in done:
                 err = e.error
@@ -381,7 +384,11 @@ class TelemetryPipeline:
                 total += waited
                 if e.packet_id and e.generation == ack_generation:
                     append(e.packet_id)
+                    lag = now - e.done_at
+                    lag_counts[bisect_left(buckets, lag)] += 1
+                    lag_total += lag
             hist.total += total
+            lag_hist.total += lag_total
             stats.produced.update(kinds)
             if acks and sub is not None and self._fatal is None and sub.send_acks(generation, acks):
                 stats.acked += len(acks)

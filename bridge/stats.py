@@ -60,6 +60,9 @@ class BridgeStats:
         self.dlq: Counter[str] = Counter()  # by error code
         self.kafka_errors: Counter[str] = Counter()  # by librdkafka error name
         self.latency = LatencyHistogram()
+        # Kafka's delivery report -> PUBACK written: the wait behind earlier unconfirmed
+        # messages (PUBACKs go out in arrival order), acknowledged messages only
+        self.ack_lag = LatencyHistogram()
         self.paused = 0  # times reading was paused for back-pressure
         self.tenant_received: Counter[str] = Counter()  # by tenant
         self.tenant_dlq: Counter[tuple[str, str]] = Counter()  # by (tenant, error code)
@@ -152,6 +155,14 @@ class BridgeCollector(Collector):
         yield HistogramMetricFamily(
             "iot_bridge_produce_latency_seconds",
             "Time from receiving an MQTT message to Kafka's delivery report",
+            buckets=buckets,
+            sum_value=total,
+        )
+        buckets, total = s.ack_lag.snapshot()
+        yield HistogramMetricFamily(
+            "iot_bridge_ack_lag_seconds",
+            "Time from Kafka's delivery report to the PUBACK written (the wait behind earlier "
+            "unconfirmed messages: PUBACKs go out in arrival order)",
             buckets=buckets,
             sum_value=total,
         )

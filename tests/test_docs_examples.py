@@ -229,6 +229,10 @@ NOT_RUN = {
     "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
     "python -m bench.verify_speed --records 2000000 --workers 1,2 --repeat 2": _BENCH,
     "make bench-http": _BENCH,
+    "make bench-soak": _BENCH,
+    "make bench-soak 'SOAK_ARGS=--duration 300'": _BENCH,
+    "python -m bench.soak --render bench/results/soak.json": "re-renders the recorded soak "
+    "results in place (it would rewrite bench/results/); tests/bench/soak/ tests it",
     "python -m bench.http_api --seconds 5 --long-polls 1000 --out-dir bench/results": _BENCH,
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from confluent_kafka import KafkaError
 
 from bridge.service import TelemetryBridge
@@ -182,3 +183,26 @@ def test_the_adaptive_linger_can_be_turned_off() -> None:
     capped = TelemetryBridge(BridgeConfig(kafka_linger_ms=5, kafka_adaptive_linger_ms=20))
     assert capped.linger is not None
     assert capped.linger.policy.max_s == 0.005  # never more than the producer's own linger
+
+
+def test_ack_lag_is_the_wait_of_a_confirmed_message_behind_an_unconfirmed_one(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bridge, producer, sub = rig
+    for mid, device in ((11, "a"), (12, "b")):
+        bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
+    bridge.on_publish("devices/c/telemetry", GOOD, 0, 0, False)  # QoS 0: no PUBACK, no lag
+    monkeypatch.setattr("bridge.pending.monotonic", lambda: 100.0)
+    producer.deliver(1)  # 12 confirmed at t=100 s, behind 11
+    producer.deliver(2)
+    monkeypatch.setattr("bridge.pending.monotonic", lambda: 100.4)
+    producer.deliver(0)  # 11 at t=100.4 s
+    monkeypatch.setattr("bridge.pipeline.time.monotonic", lambda: 100.4)
+    bridge._drain()
+    assert sub.acks == [11, 12]
+    lag = bridge.stats.ack_lag
+    assert sum(lag.counts) == 2
+    assert lag.total == pytest.approx(0.4)
+    assert lag.counts[0] == 1  # 11: acknowledged as soon as confirmed
+    assert lag.counts[lag.buckets.index(0.5)] == 1  # 12: waited 0.4 s for 11

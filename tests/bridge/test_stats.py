@@ -11,6 +11,7 @@ def test_collector_exports_counters_histogram_and_gauges() -> None:
     stats.acked = 3
     for seconds in (0.0005, 0.003, 0.003, 99.0):
         stats.latency.observe(seconds)
+    stats.ack_lag.observe(0.2)
     reg = CollectorRegistry()
     reg.register(
         BridgeCollector(
@@ -32,3 +33,6 @@ def test_collector_exports_counters_histogram_and_gauges() -> None:
     assert samples[("iot_bridge_produce_latency_seconds_bucket", (("le", "30.0"),))] == 3
     assert samples[("iot_bridge_produce_latency_seconds_bucket", (("le", "+Inf"),))] == 4
     assert samples[("iot_bridge_produce_latency_seconds_count", ())] == 4
+    assert samples[("iot_bridge_ack_lag_seconds_bucket", (("le", "0.15"),))] == 0
+    assert samples[("iot_bridge_ack_lag_seconds_bucket", (("le", "0.2"),))] == 1
+    assert samples[("iot_bridge_ack_lag_seconds_count", ())] == 1

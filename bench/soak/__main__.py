@@ -1,0 +1,5 @@
+import sys
+
+from bench.soak.cli import main
+
+sys.exit(main())

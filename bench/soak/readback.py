@@ -1,0 +1,118 @@
+"""Read a soak topic back once the run is over: the seq tally and publish -> Kafka latency, in
+memory bounded by the devices (not the records)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.kafka_side import PROBE_DEVICE
+from bench.soak.seq_tally import SeqTally, TallyResult, seq_of
+
+_TS = b'{"ts":'
+_LATENCY_CAP_MS = 60_000  # one bucket per ms up to a minute, the rest in one
+_PROBE_KEY = PROBE_DEVICE.encode()  # the sink's end-to-end readiness probe, not the load
+
+
+def ts_of(payload: bytes) -> int | None:
+    """The ``ts`` (ms) of the benchmark's payload, which starts ``{"ts":<ms>,``."""
+    if not payload.startswith(_TS):
+        return None
+    end = payload.find(b",", len(_TS), len(_TS) + 21)
+    try:
+        return int(payload[len(_TS) : end]) if end > 0 else None
+    except ValueError:
+        return None
+
+
+def ms_percentile(counts: list[int], q: float) -> int | None:
+    """Percentile ``q`` (0-100) of a per-millisecond histogram (the last bucket: >= its index)."""
+    total = sum(counts)
+    if not total:
+        return None
+    rank = q / 100 * total
+    acc = 0
+    for ms, n in enumerate(counts):
+        acc += n
+        if acc >= rank:
+            return ms
+    return len(counts) - 1
+
+
+@dataclass(frozen=True)
+class Readback:
+    tally: TallyResult
+    latency_p50_ms: int | None
+    latency_p99_ms: int | None
+    latency_max_ms: int | None
+    unreadable: int
+    seconds: float
+    complete: bool
+
+
+def read_back(
+    bootstrap: str, topic: str, expected: dict[str, int], timeout_s: float = 3600.0
+) -> Readback:
+    """Every record of ``topic`` up to its end now, keyed by device (the bridge's key)."""
+    started = time.monotonic()
+    tally = SeqTally(expected)
+    lat = [0] * (_LATENCY_CAP_MS + 1)
+    worst = None
+    unreadable = 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-soak-verify-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends: dict[int, int] = {}
+        for p in meta.partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > 0:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        remaining = dict(ends)
+        deadline = started + timeout_s
+        add = tally.add
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=1.0):
+                if msg.error():
+                    continue
+                p = msg.partition() or 0
+                off = msg.offset() or 0
+                if p in remaining and off >= remaining[p] - 1:
+                    del remaining[p]
+                value = msg.value() or b""
+                key = msg.key()
+                if key == _PROBE_KEY:
+                    continue
+                seq = seq_of(value)
+                if key is None or seq is None:
+                    unreadable += 1
+                    continue
+                add(key.decode("utf-8", "replace"), seq, p)
+                ts = ts_of(value)
+                _kind, appended = msg.timestamp()
+                if ts is not None and appended:
+                    ms = min(max(0, appended - ts), _LATENCY_CAP_MS)
+                    lat[ms] += 1
+                    if worst is None or ms > worst:
+                        worst = ms
+        return Readback(
+            tally=tally.result(),
+            latency_p50_ms=ms_percentile(lat, 50),
+            latency_p99_ms=ms_percentile(lat, 99),
+            latency_max_ms=worst,
+            unreadable=unreadable,
+            seconds=round(time.monotonic() - started, 1),
+            complete=not remaining,
+        )
+    finally:
+        consumer.close()
