@@ -36,6 +36,7 @@ from api.errors import (
     RESOURCE_NOT_FOUND,
     SERVER_UNAV,
     SERVER_UNAVAILABLE,
+    TOO_MANY_REQUESTS,
     ApiError,
     error_body,
     no_such_topic,
@@ -43,7 +44,7 @@ from api.errors import (
 )
 from api.framing import parse_body, request_too_large
 from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError, TopicAdmin, TopicExistsError
-from api.kafka_consumers import ConsumerPool
+from api.kafka_consumers import ConsumerPool, PoolFullError
 from api.kafka_producer import KafkaPublisher
 from api.limits import LONG_POLL_HANDLERS, SSE_HANDLERS, Gate
 from api.metrics import ApiMetrics
@@ -143,7 +144,16 @@ class Handlers:
         )
         if not await self.admin.exists(topic):
             raise no_such_topic(topic)
-        consumer = await self.pool.get(topic, request.match_info["group"], request.match_info["id"])
+        try:
+            consumer = await self.pool.get(
+                topic, request.match_info["group"], request.match_info["id"]
+            )
+        except PoolFullError as exc:
+            raise ApiError(
+                429,
+                TOO_MANY_REQUESTS,
+                f"Too many consumers in use ({exc}). Please retry later, or reuse consumer ids.",
+            ) from exc
         async with consumer.lock:
             records = await consumer.fetch(params.limit, params.timeout_ms / 1000)
             if request.transport is None or request.transport.is_closing():

@@ -57,6 +57,13 @@ class ApiConfig:
     poll_timeout_ms: int = _setting(10000, "Long-poll timeout when the request gives none (ms).")
     poll_timeout_max_ms: int = _setting(60000, "Longest long poll a request may ask for (ms).")
     poll_limit: int = _setting(4096, "Messages per consume answer when `limit` is absent or 0.")
+    max_consumers: int = _setting(
+        900,
+        "MR consumers held at once (one librdkafka client per (topic, group, id)). A process "
+        "can hold about 1,010 librdkafka clients (each takes one of glibc's 1,024 pthread keys "
+        "in confluent-kafka) and iot-api needs some for itself. A new id beyond this closes the "
+        "least recently used idle consumer; with none idle it is answered 429 (mrstatus 5012).",
+    )
     consumer_idle_s: float = _setting(
         120.0,
         "A (topic, group, id) consumer not asked for this long is closed; what it fetched and "
@@ -205,6 +212,7 @@ class ApiConfig:
             (0 <= self.poll_timeout_ms <= self.poll_timeout_max_ms, "need poll_timeout_ms <= max"),
             (self.poll_limit >= 1, "poll_limit must be >= 1"),
             (self.consumer_idle_s > 0, "consumer_idle_s must be > 0"),
+            (self.max_consumers >= 1, "max_consumers must be >= 1"),
             (self.default_partitions >= 0, "default_partitions must be >= 0"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a Kafka topic"),
             (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),

@@ -276,25 +276,38 @@ class GroupConsumer(BufferedMember[Fetched]):
             raise
 
 
+class PoolFullError(Exception):
+    """No consumer can be opened for a new id: the pool is at its bound and every consumer in
+    it is serving a request (or librdkafka could not make one more client in this process)."""
+
+
 class ConsumerPool:
-    """The cached consumers; a keeper task polls idle ones and closes the long unused."""
+    """The cached consumers, at most ``max_consumers``; a keeper task polls idle ones and closes
+    the long unused. A process holds about 1,010 librdkafka clients at most (confluent-kafka
+    takes one of glibc's 1,024 pthread keys per client: "Failed to initialize thread local
+    storage" past that), so the pool is bounded below it: a new id closes the least recently
+    used idle consumer (what it fetched and did not return is read again from its commit)."""
 
     def __init__(
         self,
         bootstrap: str,
         *,
         idle_s: float,
+        max_consumers: int = 900,
         buffer_max: int = 1000,
         draining: threading.Event | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self.draining = draining if draining is not None else threading.Event()
         self._idle_s = idle_s
+        self.max_consumers = max_consumers
         self._buffer_max = buffer_max
         self._consumers: dict[tuple[str, str, str], GroupConsumer] = {}
         self._creating: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._keeper: asyncio.Task[None] | None = None
         self.hits = self.misses = self.timeouts = 0  # MR's consumer cache metrics
+        self.evictions = 0  # idle consumers closed to make room for a new id
+        self._opening = 0
 
     def start(self) -> None:
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
@@ -312,13 +325,33 @@ class ConsumerPool:
         async with self._creating.setdefault(key, asyncio.Lock()):
             found = self._consumers.get(key)
             if found is None:
+                await self._make_room()
                 found = GroupConsumer(
                     self._bootstrap, topic, group, consumer_id, buffer_max=self._buffer_max,
                     draining=self.draining,
                 )  # fmt: skip
-                await asyncio.to_thread(found.open_blocking)
+                self._opening += 1  # counted against the bound while it opens (in a thread)
+                try:
+                    await asyncio.to_thread(found.open_blocking)
+                except RuntimeError as exc:  # librdkafka/confluent-kafka: no client left
+                    raise PoolFullError(f"no Kafka consumer could be opened: {exc}") from exc
+                finally:
+                    self._opening -= 1
                 self._consumers[key] = found
+        self._creating.pop(key, None)
         return found
+
+    async def _make_room(self) -> None:
+        """At the bound: close the least recently used consumer that no request holds."""
+        while len(self._consumers) + self._opening >= self.max_consumers:
+            idle = [c for c in self._consumers.values() if not c.lock.locked()]
+            if not idle:
+                raise PoolFullError(
+                    f"{len(self._consumers) + self._opening} consumers open or opening, "
+                    "every one serving a request"
+                )
+            self.evictions += 1
+            await self.drop(min(idle, key=lambda c: c.last_used))
 
     async def drop(self, consumer: GroupConsumer) -> None:
         key = (consumer.topic, consumer.group, consumer.consumer_id)

@@ -46,7 +46,9 @@ class ApiService:
             timeout_ms=cfg.publish_timeout_ms,
             max_bytes=cfg.max_message_bytes,
         )
-        self.pool = ConsumerPool(cfg.kafka_bootstrap, idle_s=cfg.consumer_idle_s)
+        self.pool = ConsumerPool(
+            cfg.kafka_bootstrap, idle_s=cfg.consumer_idle_s, max_consumers=cfg.max_consumers
+        )
         self.auth = (
             None
             if cfg.insecure_anonymous

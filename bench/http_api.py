@@ -177,8 +177,11 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def _open_polls(port: int, topic: str, count: int, pid: int) -> tuple[float, int]:
-    """RSS (MiB) while `count` long polls (distinct consumer ids) wait; polls answered 200."""
+async def _open_polls(
+    port: int, topic: str, count: int, pid: int
+) -> tuple[float, int, dict[str, int]]:
+    """RSS (MiB) while `count` long polls (distinct consumer ids) wait; polls answered 200, and
+    every outcome by status (or exception name) so a poll that failed says how."""
     request_path = f"/events/{topic}/polls/c{{}}?timeout=20000"
 
     async def one(i: int) -> int:
@@ -191,7 +194,11 @@ async def _open_polls(port: int, topic: str, count: int, pid: int) -> tuple[floa
     await asyncio.sleep(12.0)  # every poll is open by now (20 s timeout)
     rss = _rss_mib(pid)
     statuses = await asyncio.gather(*tasks, return_exceptions=True)
-    return rss, sum(1 for s in statuses if s == 200)
+    outcomes: dict[str, int] = {}
+    for s in statuses:
+        name = type(s).__name__ if isinstance(s, BaseException) else str(s)
+        outcomes[name] = outcomes.get(name, 0) + 1
+    return rss, sum(1 for s in statuses if s == 200), outcomes
 
 
 def _free_port() -> int:
@@ -259,12 +266,13 @@ def run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
             ptopic = f"bench-polls-{suffix}"
             asyncio.run(_publish_load(port, ptopic, 1, 0.2, 1))
             result["rss_idle_mib"] = rss_idle
-            rss_polls, answered = asyncio.run(
+            rss_polls, answered, outcomes = asyncio.run(
                 _open_polls(port, ptopic, args.long_polls, server.pid)
             )
             result["long_polls"] = args.long_polls
             result["rss_with_long_polls_mib"] = rss_polls
             result["long_polls_answered_200"] = answered
+            result["long_poll_outcomes"] = outcomes
         result["load_average"] = os.getloadavg()
     finally:
         stopping = time.monotonic()
@@ -276,6 +284,9 @@ def run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
             server.wait(10)
     # SIGTERM -> exit: closing every consumer the long polls opened
     result["shutdown_s"] = time.monotonic() - stopping
+    # what iot-api logged at ERROR (a 500 says why here; the log is in a temporary directory)
+    errors = [line for line in log.read_text(errors="replace").splitlines() if "ERROR" in line]
+    result["iot_api_errors"] = errors[-5:]
     return result
 
 

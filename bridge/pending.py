@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from time import monotonic
 from typing import Any
+
+# the time of the producer poll now serving delivery callbacks (set by the pipeline before each
+# poll: one clock read per poll instead of one per message); > 0 from the start
+_clock = [time.monotonic()]
+
+
+def set_clock(now: float) -> None:
+    _clock[0] = now
 
 
 class Entry:
-    """One pending message. ``delivered`` is the Kafka delivery callback (any thread);
-    ``done_at`` is when it ran (``time.monotonic()``, always > 0), 0.0 until then: the ack lag
-    (delivery report to PUBACK) is measured from it."""
+    """One pending message. ``delivered`` is the Kafka delivery callback (run by the producer
+    poll of the pipeline's tick); ``done_at`` is that poll's time (always > 0), 0.0 until then:
+    the ack lag (delivery report to PUBACK) is measured from it."""
 
     __slots__ = ("done_at", "error", "generation", "packet_id", "sent_at", "size", "topic")
 
@@ -35,7 +42,7 @@ class Entry:
 
     def delivered(self, error: Any, _msg: Any = None) -> None:
         self.error = error
-        self.done_at = monotonic()
+        self.done_at = _clock[0]
 
 
 class AckWindow:

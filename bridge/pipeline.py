@@ -33,7 +33,7 @@ from bridge.mapping import (
     tenant_topics,
 )
 from bridge.mqtt_client import Subscriber
-from bridge.pending import AckWindow, Entry
+from bridge.pending import AckWindow, Entry, set_clock
 from bridge.quota import TenantQuotas, parse_rates
 from bridge.routes import QOS_HEADERS, Route, accepts_payload, route_for
 from bridge.stats import BridgeStats
@@ -319,6 +319,7 @@ class TelemetryPipeline:
         producer = self._producer
         if producer is None or self._poll_stop.is_set():
             return
+        set_clock(now)  # the delivery callbacks below stamp their entries with it
         served = producer.poll(0)
         linger = self.linger
         if linger is not None and linger.due(now, self.produced_count):
@@ -369,6 +370,7 @@ class TelemetryPipeline:
             lag_hist = stats.ack_lag
             lag_counts = lag_hist.counts
             lag_total = 0.0
+            first_bound = buckets[0]
             kinds: dict[str, int] = {}
             for e in done:
                 err = e.error
@@ -385,7 +387,10 @@ class TelemetryPipeline:
                 if e.packet_id and e.generation == ack_generation:
                     append(e.packet_id)
                     lag = now - e.done_at
-                    lag_counts[bisect_left(buckets, lag)] += 1
+                    if lag <= first_bound:  # the common case: no wait behind another
+                        lag_counts[0] += 1
+                    else:
+                        lag_counts[bisect_left(buckets, lag)] += 1
                     lag_total += lag
             hist.total += total
             lag_hist.total += lag_total

@@ -23,6 +23,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from api.kafka_batch import take
+
 
 class KafkaDownError(Exception):
     """Kafka did not answer in time."""
@@ -354,7 +356,7 @@ def _read_ranges(
     done: set[int] = set()
     out: list[Raw] = []
     while len(done) < len(ranges) and time.monotonic() < deadline:
-        for msg in reader.consume(1000, 0.5):
+        for msg in take(reader, 1000, 0.5):  # at once what is fetched: no 0.5 s per batch
             p = msg.partition() or 0
             err = msg.error()
             if err is not None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
+from api.kafka_batch import take
 from bridge.topics import tenant_kafka_topic
 from registry import ids
 
@@ -124,7 +125,7 @@ class Tailer:
                 checked = time.monotonic()
                 self.kafka_ok, self.error = True, ""
                 while not self._stop.is_set():
-                    msgs = consumer.consume(1000, 0.5)
+                    msgs = take(consumer, 1000, 0.5)  # a record is shown once fetched
                     with self.lock:
                         for msg in msgs:
                             if msg.error() is not None:

@@ -56,6 +56,48 @@ def test_long_polls_beyond_the_cap_are_429_at_once(
             time.sleep(0.2)
 
 
+def test_a_new_consumer_id_beyond_the_bound_closes_an_idle_one_or_is_429(
+    stack: Endpoints, topic_factory: Callable[..., str], group_factory: Callable[[], str]
+) -> None:
+    """librdkafka clients are bounded per process (glibc's pthread keys): the pool holds at most
+    ``max_consumers``; a new id closes the least recently used idle one, and when every one is
+    serving a long poll it is refused with MR's 429, never a 500."""
+    topic = topic_factory("api", partitions=1)
+    with running_api(
+        kafka_bootstrap=stack.kafka_bootstrap, insecure_anonymous=True, max_consumers=2
+    ) as svc:
+        api = Client(svc.port)
+        group = group_factory()
+        assert api.publish(topic, "old", "text/plain").status == 200
+        for cid in ("a", "b", "c"):  # c closes a (idle, least recently used)
+            assert api.consume(topic, group, cid, "?timeout=0").status == 200
+        assert svc.pool.evictions == 1
+        assert len(svc.pool) == 2
+        answers: list[Reply] = []
+        pollers = [
+            threading.Thread(
+                target=lambda c=c: answers.append(api.consume(topic, group, c, "?timeout=4000"))
+            )
+            for c in ("b", "c")
+        ]
+        for poller in pollers:
+            poller.start()
+        time.sleep(1.0)  # both are waiting inside the service: nothing idle to close
+        refused = api.consume(topic, group, "d", "?timeout=4000")
+        assert refused.status == 429
+        assert refused.json()["mrstatus"] == 5012
+        assert "Too many consumers in use" in refused.json()["message"]
+        for poller in pollers:
+            poller.join(30)
+        assert [a.status for a in answers] == [200, 200]
+        deadline = time.monotonic() + 15  # idle again (after their commits): d gets one
+        while (reply := api.consume(topic, group, "d", "?timeout=0")).status == 429:
+            assert time.monotonic() < deadline, "no consumer became idle"
+            time.sleep(0.2)
+        assert reply.status == 200
+        assert svc.pool.evictions == 2
+
+
 def test_metrics_in_mr_json_and_prometheus(
     stack: Endpoints, topic_factory: Callable[..., str], group_factory: Callable[[], str]
 ) -> None:
