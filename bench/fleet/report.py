@@ -43,7 +43,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{opts['processes']} simulator processes, connect rate {opts['connect_rate']:.0f}/s; "
         f"machine: {doc['machine'].get('cores')} cores, load average at start "
         f"{' '.join(doc.get('loadavg_start') or [])}, at the end "
-        f"{' '.join(doc.get('loadavg_end') or [])} (shared machine). Mosquitto's open-file limit: "
+        f"{' '.join(doc.get('loadavg_end') or [])}. Mosquitto's open-file limit: "
         f"{_n(doc.get('mosquitto_open_files_limit'))}. {_auth(doc)}",
         "",
         "**Verdict: " + ("OK" if ver["ok"] else "FAIL: " + "; ".join(ver["failures"])) + "**",

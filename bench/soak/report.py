@@ -44,8 +44,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"Our bridge (QoS 1, ack after Kafka) for {opts['duration_s']:.0f} s at {where}; "
         f"{opts['devices']:,} devices (one connection each), {opts['payload_bytes']} B payloads, "
-        f"{opts['partitions']} partitions. Machine: {m.get('cpu_model', '?')}, "
-        f"{m.get('cores')} cores; load average at start {doc['loadavg_start']}, at the end "
+        f"{opts['partitions']} partitions. Machine: {m.get('cpu', '?')}, "
+        f"{m.get('cores')} cores, Linux {m.get('kernel', '?')}, {m.get('mosquitto', '?')}, "
+        f"{m.get('kafka', '?')}, librdkafka {m.get('librdkafka', '?')}; "
+        f"load average at start {doc['loadavg_start']}, at the end "
         f"{doc['loadavg_end']}.",
         "",
         "**Verdict: " + ("OK" if ver["ok"] else "FAIL: " + "; ".join(ver["failures"])) + "**",

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from confluent_kafka import KafkaError
 
+from bridge.pending import set_clock
 from bridge.service import TelemetryBridge
 from tests.bridge.fakes import GOOD, FakeProducer, FakeSubscriber
 
@@ -193,10 +194,10 @@ def test_ack_lag_is_the_wait_of_a_confirmed_message_behind_an_unconfirmed_one(
     for mid, device in ((11, "a"), (12, "b")):
         bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
     bridge.on_publish("devices/c/telemetry", GOOD, 0, 0, False)  # QoS 0: no PUBACK, no lag
-    monkeypatch.setattr("bridge.pending.monotonic", lambda: 100.0)
+    set_clock(100.0)  # the tick's poll at t=100 s
     producer.deliver(1)  # 12 confirmed at t=100 s, behind 11
     producer.deliver(2)
-    monkeypatch.setattr("bridge.pending.monotonic", lambda: 100.4)
+    set_clock(100.4)
     producer.deliver(0)  # 11 at t=100.4 s
     monkeypatch.setattr("bridge.pipeline.time.monotonic", lambda: 100.4)
     bridge._drain()

@@ -30,7 +30,7 @@ def _raw_doc() -> dict:
             k: str(v) if isinstance(v, Path) else v
             for k, v in vars(SoakOptions(duration_s=60, window_s=20, rate=4000)).items()
         },
-        "machine": {"cpu_model": "test CPU", "cores": 2},
+        "machine": {"cpu": "test CPU", "cores": 2},
         "started_at": "2026-11-26T12:00:00Z",
         "loadavg_start": [0.1, 0.1, 0.1],
         "loadavg_end": [1.0, 0.5, 0.2],
