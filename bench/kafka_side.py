@@ -108,19 +108,10 @@ class Verification:
     sim_order_violations: int | None = None
 
 
-def verify_topic(
-    bootstrap: str,
-    topic: str,
-    expected: dict[str, int],
-    latency_from_ms: int | None = None,
-    timeout_s: float = 120.0,
-) -> Verification:
-    """Read the whole topic; check every (device, seq) and measure publish-to-Kafka latency.
-
-    The device comes from the payload's ``dev`` tag (every contender keeps the payload), the
-    latency is the broker's append time minus the publisher's ``ts``; only records whose ``ts``
-    is at or after ``latency_from_ms`` count (to skip a warm-up).
-    """
+def read_whole_topic(bootstrap: str, topic: str) -> tuple[Consumer, dict[int, int]]:
+    """A consumer assigned to every non-empty partition of ``topic`` from offset 0, and each
+    one's end (high watermark) now: read until a record at ``end - 1`` came from each. The
+    caller closes the consumer."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -138,7 +129,27 @@ def verify_topic(
             if high > 0:
                 ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        remaining = dict(ends)
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer, ends
+
+
+def verify_topic(
+    bootstrap: str,
+    topic: str,
+    expected: dict[str, int],
+    latency_from_ms: int | None = None,
+    timeout_s: float = 120.0,
+) -> Verification:
+    """Read the whole topic; check every (device, seq) and measure publish-to-Kafka latency.
+
+    The device comes from the payload's ``dev`` tag (every contender keeps the payload), the
+    latency is the broker's append time minus the publisher's ``ts``; only records whose ``ts``
+    is at or after ``latency_from_ms`` count (to skip a warm-up).
+    """
+    consumer, remaining = read_whole_topic(bootstrap, topic)
+    try:
         triples: list[tuple[str, int, int]] = []
         sim_records: list[TelemetryRecord] = []
         latencies: list[float] = []

@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from bench.commands.errors import BenchError
 from bench.fleet import report
 from bench.fleet.options import from_args, parser
 from bench.progress import say
+from bench.run_files import write_run
 
 
-def write(doc: dict[str, object], out_dir: Path, name: str) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{name}.json", out_dir / f"{name}.md", out_dir / f"{name}.png"]
-    paths[0].write_text(json.dumps(doc, indent=1) + "\n")
-    paths[1].write_text(report.markdown(doc))
-    report.plot(doc, paths[2])
-    return paths
+def write(doc: dict[str, Any], out_dir: Path, name: str) -> list[Path]:
+    return write_run(doc, out_dir, name, report.markdown, report.plot)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
-
-from bench.kafka_side import PROBE_DEVICE
+from bench.kafka_side import PROBE_DEVICE, read_whole_topic
 from bench.soak.seq_tally import SeqTally, TallyResult, seq_of
 
 _TS = b'{"ts":'
@@ -61,24 +59,8 @@ def read_back(
     lat = [0] * (_LATENCY_CAP_MS + 1)
     worst = None
     unreadable = 0
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-soak-verify-{time.time_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "fetch.max.bytes": 64 * 1024 * 1024,
-        }
-    )
+    consumer, remaining = read_whole_topic(bootstrap, topic)
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends: dict[int, int] = {}
-        for p in meta.partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > 0:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        remaining = dict(ends)
         deadline = started + timeout_s
         add = tally.add
         while remaining and time.monotonic() < deadline:

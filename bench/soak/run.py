@@ -160,7 +160,8 @@ def _steady(stack: Stack, opts: SoakOptions, rate: float, log_dir: Path) -> dict
                 next_sample += opts.sample_s
             if now >= next_say:
                 s = sampler.samples[-1]
-                say(f"  t={s['t_s']:.0f}s in Kafka {s['delivered']:,} RSS {s['bridge_rss_mb']} MB")
+                rss = s["bridge_rss_mb"] or 0.0
+                say(f"  t={s['t_s']:.0f}s in Kafka {s['delivered']:,}, bridge RSS {rss:.1f} MiB")
                 next_say += 60
             time.sleep(0.05)
         sampler.sample()  # the end of the steady load
