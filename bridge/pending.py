@@ -36,10 +36,6 @@ class Entry:
         self.done_at = 0.0
         self.error: Any = None
 
-    @property
-    def done(self) -> bool:
-        return self.done_at > 0.0
-
     def delivered(self, error: Any, _msg: Any = None) -> None:
         self.error = error
         self.done_at = _clock[0]

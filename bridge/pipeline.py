@@ -369,8 +369,9 @@ class TelemetryPipeline:
             total = 0.0
             lag_hist = stats.ack_lag
             lag_counts = lag_hist.counts
+            lag_buckets = lag_hist.buckets
             lag_total = 0.0
-            first_bound = buckets[0]
+            first_bound = lag_buckets[0]
             kinds: dict[str, int] = {}
             for e in done:
                 err = e.error
@@ -390,7 +391,7 @@ class TelemetryPipeline:
                     if lag <= first_bound:  # the common case: no wait behind another
                         lag_counts[0] += 1
                     else:
-                        lag_counts[bisect_left(buckets, lag)] += 1
+                        lag_counts[bisect_left(lag_buckets, lag)] += 1
                     lag_total += lag
             hist.total += total
             lag_hist.total += lag_total

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from bench.kafka_side import PROBE_DEVICE, read_whole_topic
 from bench.soak.seq_tally import SeqTally, TallyResult, seq_of
+from device_sim.latency_histogram import LatencyHistogram
 
 _TS = b'{"ts":'
-_LATENCY_CAP_MS = 60_000  # one bucket per ms up to a minute, the rest in one
 _PROBE_KEY = PROBE_DEVICE.encode()  # the sink's end-to-end readiness probe, not the load
 
 
@@ -25,18 +25,12 @@ def ts_of(payload: bytes) -> int | None:
         return None
 
 
-def ms_percentile(counts: list[int], q: float) -> int | None:
-    """Percentile ``q`` (0-100) of a per-millisecond histogram (the last bucket: >= its index)."""
-    total = sum(counts)
-    if not total:
-        return None
-    rank = q / 100 * total
-    acc = 0
-    for ms, n in enumerate(counts):
-        acc += n
-        if acc >= rank:
-            return ms
-    return len(counts) - 1
+def latency_figures(hist: LatencyHistogram) -> tuple[int | None, int | None, int | None]:
+    """p50, p99 and the maximum (ms) of ``hist``; None for each when it is empty."""
+    if not hist.count:
+        return None, None, None
+    p50, p99 = hist.percentiles([50, 99])
+    return int(p50), int(p99), hist.max
 
 
 @dataclass(frozen=True)
@@ -56,8 +50,7 @@ def read_back(
     """Every record of ``topic`` up to its end now, keyed by device (the bridge's key)."""
     started = time.monotonic()
     tally = SeqTally(expected)
-    lat = [0] * (_LATENCY_CAP_MS + 1)
-    worst = None
+    latency = LatencyHistogram()
     unreadable = 0
     consumer, remaining = read_whole_topic(bootstrap, topic)
     try:
@@ -83,14 +76,12 @@ def read_back(
                 ts = ts_of(value)
                 _kind, appended = msg.timestamp()
                 if ts is not None and appended:
-                    ms = min(max(0, appended - ts), _LATENCY_CAP_MS)
-                    lat[ms] += 1
-                    if worst is None or ms > worst:
-                        worst = ms
+                    latency.add(max(0, appended - ts))
+        p50, p99, worst = latency_figures(latency)
         return Readback(
             tally=tally.result(),
-            latency_p50_ms=ms_percentile(lat, 50),
-            latency_p99_ms=ms_percentile(lat, 99),
+            latency_p50_ms=p50,
+            latency_p99_ms=p99,
             latency_max_ms=worst,
             unreadable=unreadable,
             seconds=round(time.monotonic() - started, 1),

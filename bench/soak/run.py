@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.fleet.sampler import rss_mb
 from bench.load import LoadGenerator, LoadSpec
 from bench.machine import machine_info
 from bench.process_sinks import OurBridgeSink
@@ -49,16 +50,6 @@ def ack_lag_buckets(url: str) -> tuple[list[float], list[float]] | None:
                 bounds.append(float(s.labels["le"]))
                 counts.append(s.value)
     return (bounds, counts) if bounds else None
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def probe_maximum(stack: Stack, opts: SoakOptions, data_dir: Path) -> dict[str, Any]:
@@ -107,7 +98,7 @@ class _Sampler:
             "t_s": round(now - self.t0, 2),
             "delivered": self.sink.delivered(),
             "published": self.load.total_published(),
-            "bridge_rss_mb": _rss_mb(self._pid),
+            "bridge_rss_mb": rss_mb(self._pid),
             "bridge_cpu": (
                 round((cpu - self._cpu) / (now - self._last), 3)
                 if cpu is not None and now > self._last
@@ -177,11 +168,10 @@ def _steady(stack: Stack, opts: SoakOptions, rate: float, log_dir: Path) -> dict
                 break
             time.sleep(0.1)
         drained = sink.delivered()
-        rss_end = _rss_mb(sink.pids()[0])
-        notes = sink.stop()
+        rss_end = rss_mb(sink.pids()[0])
     finally:
         load.kill()
-        sink.stop()
+        notes = sink.stop()
     say(f"soak: published {report.published:,}, in Kafka {drained:,}; reading it back ...")
     back = read_back(stack.kafka_bootstrap, topic, report.per_device)
     return {

@@ -2,8 +2,9 @@ import random
 
 from bench.payload import PayloadMaker
 from bench.results import check_sequences
-from bench.soak.readback import ms_percentile, ts_of
+from bench.soak.readback import latency_figures, ts_of
 from bench.soak.seq_tally import SeqTally, seq_of
+from device_sim.latency_histogram import LatencyHistogram
 
 
 def test_seq_and_ts_come_from_the_benchmark_payload_without_parsing_it() -> None:
@@ -48,11 +49,11 @@ def test_the_tally_agrees_with_the_full_check_on_a_messy_stream() -> None:
 
 
 def test_latency_percentiles_of_a_per_millisecond_histogram() -> None:
-    counts = [0] * 100
-    counts[3] = 98
-    counts[40] = 1
-    counts[99] = 1
-    assert ms_percentile(counts, 50) == 3
-    assert ms_percentile(counts, 99) == 40
-    assert ms_percentile(counts, 100) == 99
-    assert ms_percentile([0, 0], 50) is None
+    hist = LatencyHistogram()
+    hist.update([3] * 98 + [40, 99])
+    p50, p99, worst = latency_figures(hist)
+    assert p50 == 3
+    assert p99 == 40
+    assert worst == 99
+    assert hist.percentiles([100]) == [99.0]
+    assert latency_figures(LatencyHistogram()) == (None, None, None)
