@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.results import steady_rate
+
 # issue 18 item 3
 MIN_LAST_TO_FIRST = 0.95
 MAX_RSS_GROWTH = 1.1
@@ -21,12 +23,10 @@ MAX_ACK_LAG_P99_S = 1.0
 
 
 def window_rate(samples: Sequence[dict[str, Any]], start_s: float, end_s: float) -> float | None:
-    """Records/s into Kafka between the samples nearest ``start_s`` and ``end_s``."""
-    inside = [s for s in samples if start_s - 1e-9 <= s["t_s"] <= end_s + 1e-9]
-    if len(inside) < 2 or inside[-1]["t_s"] <= inside[0]["t_s"]:
-        return None
-    first, last = inside[0], inside[-1]
-    return (last["delivered"] - first["delivered"]) / (last["t_s"] - first["t_s"])
+    """Records/s into Kafka between ``start_s`` and ``end_s``, from the last sample at or before
+    each (:func:`bench.results.steady_rate`): a window shorter than two sample intervals still
+    has a rate."""
+    return steady_rate([(s["t_s"], s["delivered"]) for s in samples], start_s, end_s)
 
 
 def window_rss(samples: Sequence[dict[str, Any]], start_s: float, end_s: float) -> float | None:

@@ -84,3 +84,11 @@ def test_timeline_rates_rss_and_lag_per_interval() -> None:
     assert [r["bridge_rss_mb"] for r in rows] == [41, 42]
     assert rows[0]["ack_lag_p99_s"] == 0.01
     assert rows[1]["ack_lag_p99_s"] is None  # nothing acknowledged in that interval
+
+
+def test_a_window_shorter_than_two_samples_still_has_a_rate() -> None:
+    lag = [[0, 0, 0, 0, 0]] * 4
+    samples = _samples([500, 600, 700], [40, 40, 40, 40], lag)  # samples every 10 s
+    assert analysis.window_rate(samples, 0.0, 6.0) is None  # no sample after t=0 inside
+    assert analysis.window_rate(samples, 0.0, 12.0) == 500
+    assert analysis.window_rate(samples, 24.0, 30.0) == 700
