@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs import schemas, tenants
+from spark_jobs import schemas, sink_log, tenants
 from spark_jobs.errors import TableMissingError
 
 if TYPE_CHECKING:
@@ -30,7 +30,15 @@ KEEP_SNAPSHOTS = 3
 
 
 def _has_data(table: Path) -> bool:
-    """A Parquet file in the table's folder or in one of its ``tenant=<id>`` partitions."""
+    """A committed Parquet file in the table's folder or its ``tenant=<id>`` partitions.
+
+    For a streaming sink folder only what its log commits counts, as for Spark's reader: a
+    folder holding only a killed executor's part files makes ``spark.read.parquet`` fail
+    with "Unable to infer schema".
+    """
+    committed = sink_log.committed_files(table)
+    if committed is not None:
+        return bool(committed)
     return any(table.glob("*.parquet")) or any(table.glob("*=*/*.parquet"))
 
 

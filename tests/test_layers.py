@@ -47,6 +47,7 @@ IO_LIBRARIES = frozenset(
         "urllib",
     }
 )
+PURE_SUBMODULE = "urllib.parse"
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,16 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
 def third_party_roots(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     roots: set[str] = set()
+
+    def root(name: str) -> str:
+        # urllib.parse only splits and quotes strings; urllib.request is the client
+        return PURE_SUBMODULE if name.startswith(PURE_SUBMODULE) else name.partition(".")[0]
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
+            roots.update(root(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
+            roots.add(root(node.module))
     return roots
 
 

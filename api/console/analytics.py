@@ -9,6 +9,8 @@ from typing import Any
 
 import duckdb
 
+from spark_jobs import sink_log
+
 TIME_COLUMNS = ("window_start", "event_time", "at", "detected_at", "ts")
 
 
@@ -23,17 +25,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _data_files(folder: Path) -> list[Path]:
+    """The table's Parquet files: those its sink log commits (what Spark reads), or all.
+
+    The Spark job partitions its tables by tenant: ``<table>/tenant=<id>/*.parquet``.
+    """
+    if not folder.is_dir():
+        return []
+    committed = sink_log.committed_files(folder)
+    if committed is not None:
+        return [f for f in committed if f.is_file()]
+    return sorted(folder.glob("*.parquet")) or sorted(folder.glob("*=*/*.parquet"))
+
+
 def read_table(warehouse: Path, table: str, limit: int) -> dict[str, Any]:
     """The newest ``limit`` rows of ``table`` (newest first): {columns, rows} or {missing}."""
-    folder = warehouse / table
-    # the Spark job partitions its tables by tenant: <table>/tenant=<id>/*.parquet
-    flat = any(folder.glob("*.parquet")) if folder.is_dir() else False
-    if not flat and not (folder.is_dir() and any(folder.glob("*=*/*.parquet"))):
+    files = _data_files(warehouse / table)
+    if not files:
         return {"table": table, "missing": True, "columns": [], "rows": []}
     con = duckdb.connect()
     try:
-        files = (folder / ("*.parquet" if flat else "*=*/*.parquet")).as_posix()
-        source = f"read_parquet('{files}', hive_partitioning = {str(not flat).lower()})"
+        hive = any("=" in f.parent.name for f in files)
+        listed = ", ".join("'" + f.as_posix().replace("'", "''") + "'" for f in files)
+        source = f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()})"
         # the path is ours (config + a fixed table name), not the request's
         describe = f"DESCRIBE SELECT * FROM {source}"  # noqa: S608
         columns = [r[0] for r in con.execute(describe).fetchall()]

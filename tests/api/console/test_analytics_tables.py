@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -21,12 +22,29 @@ def _rows(minutes: list[int]) -> pa.Table:
     )
 
 
+def _commit(table: Path, batch: int, *files: Path) -> None:
+    """A batch of Spark's file-sink log listing ``files``, with the URIs the sink writes."""
+    log = table / "_spark_metadata"
+    log.mkdir(exist_ok=True)
+    lines = ["v1"] + [
+        orjson.dumps({"path": f.resolve().as_uri(), "size": 1, "action": "add"}).decode()
+        for f in files
+    ]
+    (log / str(batch)).write_text("\n".join(lines))
+
+
 def test_partitioned_by_tenant_newest_first_with_the_tenant_column(tmp_path: Path) -> None:
     table = tmp_path / "fleet_minute"
+    parts = []
     for tenant, minutes in (("default", [0, 2]), ("acme", [1])):
         (table / f"tenant={tenant}").mkdir(parents=True)
-        pq.write_table(_rows(minutes), table / f"tenant={tenant}" / "part-0.parquet")
-    (table / "_spark_metadata").mkdir()  # Spark's commit log: not data
+        parts.append(table / f"tenant={tenant}" / "part-0.parquet")
+        pq.write_table(_rows(minutes), parts[-1])
+    _commit(table, 0, parts[0])
+    _commit(table, 1, parts[1])
+    # a killed executor's part file: on disk, never committed, so not in the table
+    pq.write_table(_rows([3]), table / "tenant=default" / "part-9.parquet")
+    (table / "tenant=acme" / "part-8.parquet").write_bytes(b"PAR1 truncated")
     got = read_table(tmp_path, "fleet_minute", 10)
     assert got["missing"] is False
     assert set(got["columns"]) == {"window_start", "messages", "tenant"}
@@ -44,3 +62,11 @@ def test_flat_table_and_missing_table(tmp_path: Path) -> None:
     assert got["columns"] == ["window_start", "messages"]
     assert [r[1] for r in got["rows"]] == [20, 10]
     assert read_table(tmp_path, "nothing", 5)["missing"] is True
+
+
+def test_a_sink_folder_with_only_uncommitted_files_is_missing(tmp_path: Path) -> None:
+    table = tmp_path / "rejects"
+    (table / "tenant=default").mkdir(parents=True)
+    pq.write_table(_rows([0]), table / "tenant=default" / "part-0.parquet")
+    _commit(table, 0)  # an empty batch: the version line alone
+    assert read_table(tmp_path, "rejects", 5)["missing"] is True

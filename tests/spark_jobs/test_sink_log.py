@@ -1,0 +1,61 @@
+"""Spark's file-sink log read without Spark: which part files are in a streaming table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from spark_jobs import sink_log, tables
+
+
+def _line(path: str, action: str = "add") -> str:
+    return orjson.dumps({"path": path, "size": 10, "isDir": False, "action": action}).decode()
+
+
+def _batch(table: Path, name: str, *lines: str) -> None:
+    log = table / "_spark_metadata"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / name).write_text("\n".join(["v1", *lines]))
+
+
+def test_parse_batch_skips_the_version_and_torn_lines() -> None:
+    text = "v1\n" + _line("file:/w/t/a.parquet") + "\n" + _line("file:/w/t/b.parquet", "delete")
+    assert sink_log.parse_batch(text + '\n{"path": "file:/w/t/c.par') == (
+        {"file:/w/t/a.parquet"},
+        {"file:/w/t/b.parquet"},
+    )
+    assert sink_log.parse_batch("v1") == (set(), set())
+
+
+def test_a_file_keeps_its_place_in_the_table_wherever_the_table_is_mounted() -> None:
+    uri = "file:/writer/wh/device_minute/tenant=acme%20co/part-00000-1.snappy.parquet"
+    assert sink_log.in_table(Path("/reader/t"), uri) == Path(
+        "/reader/t/tenant=acme co/part-00000-1.snappy.parquet"
+    )
+    flat = sink_log.in_table(Path("/r/t"), "file:///w/t/part-0.parquet")
+    assert flat == Path("/r/t/part-0.parquet")
+
+
+def test_committed_files_follow_the_log_in_batch_order(tmp_path: Path) -> None:
+    table = tmp_path / "anomalies"
+    assert sink_log.committed_files(table) is None  # no log: not a sink folder
+    _batch(table, "0", _line("file:/x/anomalies/tenant=a/p0.parquet"))
+    _batch(table, "1")  # an empty micro-batch
+    _batch(table, "2", _line("file:/x/anomalies/tenant=b/p2.parquet"))
+    _batch(table, "10.compact", _line("file:/x/anomalies/tenant=a/p0.parquet", "delete"))
+    _batch(table, ".2.crc", _line("file:/x/anomalies/tenant=z/crc.parquet"))
+    _batch(table, "11.tmp", _line("file:/x/anomalies/tenant=z/tmp.parquet"))
+    assert sink_log.committed_files(table) == [table / "tenant=b" / "p2.parquet"]
+
+
+def test_a_table_with_only_a_killed_executors_files_has_no_data(tmp_path: Path) -> None:
+    """The CI failure of session 8: ``iot-analytics sql`` died on such a folder."""
+    orphan = tmp_path / "rejects" / "tenant=default" / "part-00000-x.snappy.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"PAR1")
+    assert tables.existing_tables(tmp_path) == {"rejects": tmp_path / "rejects"}  # no log yet
+    _batch(tmp_path / "rejects", "0")  # the log exists and commits nothing
+    assert tables.existing_tables(tmp_path) == {}
+    _batch(tmp_path / "rejects", "1", _line(orphan.as_uri()))
+    assert tables.existing_tables(tmp_path) == {"rejects": tmp_path / "rejects"}
