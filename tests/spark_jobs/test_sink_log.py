@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 
 from spark_jobs import sink_log, tables
 
 
-def _line(path: str, action: str = "add") -> str:
-    return orjson.dumps({"path": path, "size": 10, "isDir": False, "action": action}).decode()
+def _line(path: str, action: str = "add", size: int = 10) -> str:
+    """One entry as Spark's FileStreamSinkLog writes it (its reader needs every field)."""
+    entry = {
+        "path": path, "size": size, "isDir": False, "modificationTime": 1_790_000_000_000,
+        "blockReplication": 1, "blockSize": 33_554_432, "action": action,
+    }  # fmt: skip
+    return orjson.dumps(entry).decode()
 
 
 def _batch(table: Path, name: str, *lines: str) -> None:
@@ -59,3 +66,22 @@ def test_a_table_with_only_a_killed_executors_files_has_no_data(tmp_path: Path) 
     assert tables.existing_tables(tmp_path) == {}
     _batch(tmp_path / "rejects", "1", _line(orphan.as_uri()))
     assert tables.existing_tables(tmp_path) == {"rejects": tmp_path / "rejects"}
+
+
+def test_spark_reads_what_the_log_says_and_register_views_skips_the_rest(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Real Spark on both folders: the committed one reads, the uncommitted one is skipped."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for name in ("device_minute", "rejects"):
+        part = tmp_path / name / "tenant=default" / "part-00000-a.snappy.parquet"
+        part.parent.mkdir(parents=True)
+        pq.write_table(pa.table({"n": [1, 2]}), part)
+        entry = _line(part.as_uri(), size=part.stat().st_size)
+        _batch(tmp_path / name, "0", *([entry] if name == "device_minute" else []))
+    assert tables.register_views(spark, tmp_path) == ["device_minute"]
+    assert spark.sql("SELECT SUM(n) AS s FROM device_minute").collect()[0]["s"] == 3
+    with pytest.raises(Exception, match="Unable to infer schema"):  # what `sql` died of
+        spark.read.parquet(str(tmp_path / "rejects")).collect()
