@@ -348,6 +348,7 @@ NOT_RUN = {
     "python -m bench.commands_rtt --command-path separate "
     "--setting command_mqtt_publishers=0": _BENCH,
     "python -m bench.commands_rtt --responder sim": _BENCH,
+    "python -m bench.commands_rtt --mosquitto-autosave-changes 0": _BENCH,
     **dict.fromkeys(
         (
             "iot-devices account create plant-1 --role edge --tenant default",

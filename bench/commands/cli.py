@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with (
                 tempfile.TemporaryDirectory(prefix="cmd-rtt-stack-") as tmp,
-                own_stack(Path(tmp), args.partitions) as servers,
+                own_stack(Path(tmp), args.partitions, args.mosquitto_autosave_changes) as servers,
             ):
                 result = run(args, servers)
     except (BenchError, LoadError, ResponderError) as exc:

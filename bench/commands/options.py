@@ -117,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
                 f"seconds of the maximum measurement (the first {MAX_WARMUP_S:.0f} s left out)",
             ),
             ("--partitions", int, 12, "partitions per topic"),
+            (
+                "--mosquitto-autosave-changes",
+                int,
+                None,
+                "the private Mosquitto saves its database every this many changes (0 = every "
+                "5 s; default: the stack's)",
+            ),
             ("--warmup-timeout", float, 60.0, "seconds for every device to answer once"),
             ("--drain-timeout", float, 30.0, "seconds to wait for the last statuses"),
             (
@@ -156,6 +163,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return f"--max-duration must be above {MAX_WARMUP_S + 1:.0f} s"
     if min(args.responder_processes, args.telemetry_processes, args.telemetry_devices) < 1:
         return "process and device counts must be positive"
+    if (args.mosquitto_autosave_changes or 0) < 0:
+        return "--mosquitto-autosave-changes must be >= 0"
     if (args.mqtt_port is None) != (args.kafka_bootstrap is None):
         return "--mqtt-port and --kafka-bootstrap go together"
     return None

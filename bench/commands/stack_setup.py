@@ -4,6 +4,7 @@ topics, and the ``IOT_*`` settings the bridge and the command path get."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +26,19 @@ class Servers:
 
 
 @contextlib.contextmanager
-def own_stack(data_dir: Path, partitions: int) -> Iterator[Servers]:
-    """A private Mosquitto + Kafka on free ports under ``data_dir`` (the project's launcher)."""
+def own_stack(
+    data_dir: Path, partitions: int, autosave_changes: int | None = None
+) -> Iterator[Servers]:
+    """A private Mosquitto + Kafka on free ports under ``data_dir`` (the project's launcher);
+    ``autosave_changes`` None keeps the stack's Mosquitto save setting."""
     from stack.config import StackConfig
     from stack.launcher import Stack
 
     # anonymous, explicitly: the benchmark measures the data path, not the log-in
-    stack = Stack(StackConfig.servers_on_free_ports(data_dir, partitions, insecure_anonymous=True))
+    config = StackConfig.servers_on_free_ports(data_dir, partitions, insecure_anonymous=True)
+    if autosave_changes is not None:
+        config = dataclasses.replace(config, mqtt_autosave_changes=autosave_changes)
+    stack = Stack(config)
     say(f"starting Mosquitto + Kafka under {data_dir} ...")
     stack.up()
     try:

@@ -31,3 +31,12 @@ def test_usage_problem_names_what_is_wrong() -> None:
     assert usage_problem(parser.parse_args(["--kafka-bootstrap", "x:1"])) == (
         "--mqtt-port and --kafka-bootstrap go together"
     )
+
+
+def test_mosquitto_autosave_changes_defaults_to_the_stacks_and_refuses_negatives() -> None:
+    parser = build_parser()
+    assert parser.parse_args([]).mosquitto_autosave_changes is None  # the stack's default
+    assert parser.parse_args(["--mosquitto-autosave-changes", "0"]).mosquitto_autosave_changes == 0
+    assert usage_problem(parser.parse_args(["--mosquitto-autosave-changes", "-1"])) == (
+        "--mosquitto-autosave-changes must be >= 0"
+    )
