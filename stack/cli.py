@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from bridge.console import new_parser
-from stack.config import COMMANDS_MODES, StackConfig
+from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
@@ -59,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--mosquitto-autosave-changes", dest="mqtt_autosave_changes", type=int, metavar="N",
         help="Mosquitto saves its store every N changes: a kill -9 loses about N "
-        "acknowledged messages at most (default 1000; 0 = every IOT_MQTT_AUTOSAVE_INTERVAL s; env "
-        "IOT_MQTT_AUTOSAVE_CHANGES)",
+        f"acknowledged messages at most (default {MQTT_AUTOSAVE_CHANGES}; 0 = every "
+        "IOT_MQTT_AUTOSAVE_INTERVAL s; env IOT_MQTT_AUTOSAVE_CHANGES; a backlog makes each "
+        "save costlier: docs/operations.md)",
     )  # fmt: skip
     common.add_argument(
         "--api-tls-port", type=int,
