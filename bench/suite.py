@@ -10,7 +10,6 @@ One contender in one scenario: ``bench.suite_runner``; the options and contender
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shutil
 import tempfile
@@ -95,12 +94,11 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
     # Mosquitto + Kafka on free ports in their own data dir (the project's launcher)
     # anonymous, explicitly: the suite measures the data path, not the log-in
     config = StackConfig.servers_on_free_ports(
-        data_dir / "stack", options.partitions, insecure_anonymous=True
+        data_dir / "stack",
+        options.partitions,
+        insecure_anonymous=True,
+        mqtt_autosave_changes=options.mosquitto_autosave_changes,
     )
-    if options.mosquitto_autosave_changes is not None:
-        config = dataclasses.replace(
-            config, mqtt_autosave_changes=options.mosquitto_autosave_changes
-        )
     # the effective setting goes into the results (the report states it)
     options = SuiteOptions(
         **{**options.__dict__, "mosquitto_autosave_changes": config.mqtt_autosave_changes}

@@ -365,13 +365,16 @@ class StackConfig:
         kafka_nodes: int = 1,
         *,
         insecure_anonymous: bool = False,
+        mqtt_autosave_changes: int | None = None,
     ) -> StackConfig:
         """Only Mosquitto and Kafka (one node, or a cluster), on ports free now: for tests and
         benchmarks.
 
         Not supervised: fault tests stop, kill and restart the servers themselves. Mosquitto
         logs clients in as `up` does (dynamic security, the service accounts provisioned once
-        Kafka is up) unless ``insecure_anonymous`` is asked for explicitly.
+        Kafka is up) unless ``insecure_anonymous`` is asked for explicitly. Mosquitto saves
+        every ``mqtt_autosave_changes`` changes (None: the stack's default; the environment is
+        not read).
         """
         if kafka_nodes > 1:
             # the nodes take consecutive ports: client, controller, client, controller, ...
@@ -397,6 +400,9 @@ class StackConfig:
             with_analytics=False,
             supervise=False,
             insecure_anonymous=insecure_anonymous,
+            mqtt_autosave_changes=(
+                MQTT_AUTOSAVE_CHANGES if mqtt_autosave_changes is None else mqtt_autosave_changes
+            ),
         )
 
     @property

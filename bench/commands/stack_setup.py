@@ -4,7 +4,6 @@ topics, and the ``IOT_*`` settings the bridge and the command path get."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +34,9 @@ def own_stack(
     from stack.launcher import Stack
 
     # anonymous, explicitly: the benchmark measures the data path, not the log-in
-    config = StackConfig.servers_on_free_ports(data_dir, partitions, insecure_anonymous=True)
-    if autosave_changes is not None:
-        config = dataclasses.replace(config, mqtt_autosave_changes=autosave_changes)
+    config = StackConfig.servers_on_free_ports(
+        data_dir, partitions, insecure_anonymous=True, mqtt_autosave_changes=autosave_changes
+    )
     stack = Stack(config)
     say(f"starting Mosquitto + Kafka under {data_dir} ...")
     stack.up()

@@ -173,3 +173,13 @@ def test_mosquitto_saves_every_n_changes_by_default_or_every_n_seconds(tmp_path:
     assert {"autosave_on_changes false", "autosave_interval 7"} <= set(seconds)
     with pytest.raises(StackError):
         StackConfig(data_dir=tmp_path, mqtt_autosave_changes=-1)
+
+
+def test_servers_on_free_ports_take_an_autosave_setting_or_keep_the_default(
+    tmp_path: Path,
+) -> None:
+    assert StackConfig.servers_on_free_ports(tmp_path).mqtt_autosave_changes == (
+        MQTT_AUTOSAVE_CHANGES
+    )
+    every_5_s = StackConfig.servers_on_free_ports(tmp_path, mqtt_autosave_changes=0)
+    assert every_5_s.mqtt_autosave_changes == 0
