@@ -69,3 +69,13 @@ def committed_files(table: Path) -> list[Path] | None:
             continue  # compacted away while we listed the folder
         files = (files | added) - deleted
     return sorted({in_table(table, uri) for uri in files})
+
+
+def data_files(table: Path) -> list[Path]:
+    """The table's Parquet files as a reader should see them: what its sink log commits, or,
+    for a folder with no log (``device_status``'s snapshots), every ``*.parquet`` in it or in
+    its ``name=value`` partitions. Committed files are listed even if gone from disk."""
+    committed = committed_files(table)
+    if committed is not None:
+        return committed
+    return sorted(table.glob("*.parquet")) or sorted(table.glob("*=*/*.parquet"))

@@ -36,10 +36,7 @@ def _has_data(table: Path) -> bool:
     folder holding only a killed executor's part files makes ``spark.read.parquet`` fail
     with "Unable to infer schema".
     """
-    committed = sink_log.committed_files(table)
-    if committed is not None:
-        return bool(committed)
-    return any(table.glob("*.parquet")) or any(table.glob("*=*/*.parquet"))
+    return bool(sink_log.data_files(table))
 
 
 def existing_tables(warehouse: Path) -> dict[str, Path]:

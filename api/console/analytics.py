@@ -25,22 +25,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _data_files(folder: Path) -> list[Path]:
-    """The table's Parquet files: those its sink log commits (what Spark reads), or all.
-
-    The Spark job partitions its tables by tenant: ``<table>/tenant=<id>/*.parquet``.
-    """
-    if not folder.is_dir():
-        return []
-    committed = sink_log.committed_files(folder)
-    if committed is not None:
-        return [f for f in committed if f.is_file()]
-    return sorted(folder.glob("*.parquet")) or sorted(folder.glob("*=*/*.parquet"))
-
-
 def read_table(warehouse: Path, table: str, limit: int) -> dict[str, Any]:
     """The newest ``limit`` rows of ``table`` (newest first): {columns, rows} or {missing}."""
-    files = _data_files(warehouse / table)
+    # what Spark reads (spark_jobs.sink_log), partitioned by tenant: <table>/tenant=<id>/
+    folder = warehouse / table
+    files = [f for f in sink_log.data_files(folder) if f.is_file()] if folder.is_dir() else []
     if not files:
         return {"table": table, "missing": True, "columns": [], "rows": []}
     con = duckdb.connect()

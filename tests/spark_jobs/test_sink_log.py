@@ -85,3 +85,16 @@ def test_spark_reads_what_the_log_says_and_register_views_skips_the_rest(
     assert spark.sql("SELECT SUM(n) AS s FROM device_minute").collect()[0]["s"] == 3
     with pytest.raises(Exception, match="Unable to infer schema"):  # what `sql` died of
         spark.read.parquet(str(tmp_path / "rejects")).collect()
+
+
+def test_data_files_without_a_log_are_the_folders_parquet_files(tmp_path: Path) -> None:
+    """``device_status``'s snapshots have no sink log: every Parquet file there counts."""
+    flat, parted = tmp_path / "flat", tmp_path / "parted"
+    (parted / "tenant=a").mkdir(parents=True)
+    flat.mkdir()
+    (flat / "part-0.parquet").write_bytes(b"PAR1")
+    (parted / "tenant=a" / "part-0.parquet").write_bytes(b"PAR1")
+    assert sink_log.data_files(flat) == [flat / "part-0.parquet"]
+    assert sink_log.data_files(parted) == [parted / "tenant=a" / "part-0.parquet"]
+    _batch(parted, "0")  # with a log, only what it commits
+    assert sink_log.data_files(parted) == []
