@@ -180,9 +180,13 @@ def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def one_run(
-    stack: CentralStack, devices: int, per_device: int, sig: signal.Signals = signal.SIGKILL
+    stack: CentralStack,
+    devices: int,
+    per_device: int,
+    sig: signal.Signals = signal.SIGKILL,
+    settle_s: float = 0.3,
 ) -> dict[str, float | int | str]:
-    """Pause Kafka, publish, signal Mosquitto 0.3 s after the last PUBACK, resume, count."""
+    """Pause Kafka, publish, signal Mosquitto ``settle_s`` after the last PUBACK, resume, count."""
     names = [f"ca-{uuid.uuid4().hex[:8]}-{i}" for i in range(devices)]
     kafka_pid, old = stack.pid("kafka"), stack.pid("mosquitto")
     if kafka_pid is None or old is None:
@@ -190,7 +194,7 @@ def one_run(
     os.kill(kafka_pid, signal.SIGSTOP)
     try:
         acked, took = publish(stack.mqtt_port, names, per_device, timeout=600)
-        time.sleep(0.3)
+        time.sleep(settle_s)
         in_bridge = stack.bridge_pending()
         os.kill(old, sig)
         _wait(lambda: stack.pid("mosquitto") not in (None, old), 60, "mosquitto restarted")
@@ -221,7 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--changes", type=int, nargs="+", default=[0, 10_000, 1000, 100],
-        help="--mosquitto-autosave-changes values (0 = a save every 5 s, the old default)",
+        help="--mosquitto-autosave-changes values (0 = a save every 5 s, the default)",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=3, help="runs per setting (one stack)")
     parser.add_argument("--devices", type=int, default=3)

@@ -19,12 +19,14 @@ COMMANDS_MODES = ("separate", "inline", "off")
 MAX_BRIDGES = 16
 # bridge-i of `--bridges N` (N > 1) answers on bridge_http_port + 10 * (i - 1): 9100, 9110, ...
 BRIDGE_PORT_STEP = 10
-# Mosquitto's save every N changes bounds a kill -9's loss to < N acknowledged messages; the
-# figure is measured in docs/operations.md ("What survives what", bench/central_autosave.py).
-# Each save rewrites the whole store, so at saturation (a backlog held) a small N costs most of
-# Mosquitto's throughput: 1,000 cut the QoS 1 ceiling to ~6k msgs/s, 10,000 to ~15k, a save
-# every 5 s left ~27k on the same box ("What a save costs" in docs/operations.md).
-MQTT_AUTOSAVE_CHANGES = 10_000
+# Mosquitto rewrites its whole store at each save. Saving every N changes ties the save rate to
+# the message rate, so with a backlog held (saturation, a Kafka outage, PUBACKs read late) the
+# saves take Mosquitto's one thread: every 10,000 changes held the QoS 1 ceiling at ~21k msgs/s
+# of 1 KiB where a save every 5 s let it reach 54k-60k, and melted it down under the command
+# benchmark's load (docs/operations.md "What a save costs"). So the default is a save every
+# mqtt_autosave_interval seconds (0 changes): a kill -9 loses what arrived in that time, and
+# only what was still queued (measured in "What survives what", bench/central_autosave.py).
+MQTT_AUTOSAVE_CHANGES = 0
 
 
 def _env(name: str, default: Any, kind: type) -> Any:
@@ -97,13 +99,15 @@ class StackConfig:
     mqtt_autosave_interval: int = _setting(
         "IOT_MQTT_AUTOSAVE_INTERVAL",
         5,
-        "seconds between Mosquitto persistence saves (only with mqtt_autosave_changes 0)",
+        "seconds between Mosquitto persistence saves (with mqtt_autosave_changes 0, the "
+        "default): a kill -9 of Mosquitto loses at most what it accepted in that time",
     )
     mqtt_autosave_changes: int = _setting(
         "IOT_MQTT_AUTOSAVE_CHANGES",
         MQTT_AUTOSAVE_CHANGES,
-        "Mosquitto saves its store after this many changes, so a kill -9 loses about this many "
-        "acknowledged messages at most (docs/operations.md); 0 = every mqtt_autosave_interval s",
+        "0 (default): Mosquitto saves its store every mqtt_autosave_interval s; N: after every N "
+        "changes instead (a kill -9 loses about N at most, but with a backlog the saves come back "
+        "to back and cost most of Mosquitto's thread: docs/operations.md)",
     )
     mqtt_session_expiry: str = _setting(
         "IOT_MQTT_SESSION_EXPIRY", "14d", "drop persistent sessions unused this long"
