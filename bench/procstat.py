@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -29,6 +30,19 @@ def peak_rss_mb(pid: int) -> float | None:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return None
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds all cores have spent not idle since boot (None if /proc/stat is unreadable)."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if first[0] != "cpu":
+        return None
+    ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:
@@ -58,6 +72,21 @@ class CpuMeter:
         if not self._start:
             return None
         return sum(self._last[p] - self._start[p] for p in self._start)
+
+
+class MachineCpuMeter:
+    """CPU seconds all cores spent busy (any process) between :meth:`start` and :meth:`used`."""
+
+    def __init__(self, read: Callable[[], float | None] = machine_busy_seconds) -> None:
+        self._read = read
+        self._start: float | None = None
+
+    def start(self) -> None:
+        self._start = self._read()
+
+    def used(self) -> float | None:
+        now = self._read()
+        return None if now is None or self._start is None else now - self._start
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:

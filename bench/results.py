@@ -137,6 +137,8 @@ class RunResult:
     peak_rss_mb: float | None = None
     broker_cpu_s: float | None = None  # Mosquitto's CPU seconds during the run
     load_cpu_s: float | None = None  # the publisher processes' CPU seconds
+    kafka_cpu_s: float | None = None  # the Kafka broker's CPU seconds
+    machine_cpu_s: float | None = None  # all cores' busy seconds (/proc/stat, any process)
     lost: int | None = None
     duplicates: int | None = None
     reordered: int | None = None
@@ -423,6 +425,8 @@ def runs_table(results: Sequence[RunResult]) -> str:
         "CPU s",
         "Mosquitto CPU s",
         "publishers CPU s",
+        "Kafka CPU s",
+        "machine busy CPU s",
         "RSS MB",
         "lost",
         "dup",
@@ -451,6 +455,8 @@ def runs_table(results: Sequence[RunResult]) -> str:
                 fmt_number(r.cpu_s, 1),
                 fmt_number(r.broker_cpu_s, 1),
                 fmt_number(r.load_cpu_s, 1),
+                fmt_number(r.kafka_cpu_s, 1),
+                fmt_number(r.machine_cpu_s, 1),
                 fmt_number(r.peak_rss_mb, 0),
                 *_check_cells(r),
                 "; ".join(notes).replace("|", "/"),

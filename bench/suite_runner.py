@@ -21,7 +21,7 @@ from bench.kafka_side import (
 )
 from bench.load import LoadGenerator, LoadReport, LoadSpec
 from bench.process_sinks import MqBridgeSink, NaiveBridgeSink, OurBridgeSink, ProcessSink
-from bench.procstat import CpuMeter
+from bench.procstat import CpuMeter, MachineCpuMeter
 from bench.results import LIMIT, OURS, RunResult, cpu_per_million, percentile, steady_rate
 from bench.sinks import CounterSink, PublisherOnlySink, Sink
 from bench.suite_options import (
@@ -141,10 +141,15 @@ class Runner:
             mosq_pid = self.stack.mosquitto.process.pid()
             broker = CpuMeter([mosq_pid] if mosq_pid else [])
             load_cpu = CpuMeter(load.pids())
+            kafka_pids = [n.process.pid() for n in self.stack.kafka_nodes]
+            kafka_cpu = CpuMeter([p for p in kafka_pids if p])
+            machine_cpu = MachineCpuMeter()
             samples: list[tuple[float, int]] = [(0.0, 0)]
             cpu.start()
             broker.start()
             load_cpu.start()
+            kafka_cpu.start()
+            machine_cpu.start()
             latency_from = time.time_ns() // 1_000_000 + int(warmup * 1000)
             if isinstance(sink, CounterSink):
                 sink.set_latency_from(latency_from)
@@ -182,6 +187,8 @@ class Runner:
             result.cpu_s = cpu.used()
             result.broker_cpu_s = broker.used()
             result.load_cpu_s = load_cpu.used()
+            result.kafka_cpu_s = kafka_cpu.used()
+            result.machine_cpu_s = machine_cpu.used()
             result.notes.extend(sink.stop())
             result.peak_rss_mb = sink.peak_rss_mb()
             result.published = report.published

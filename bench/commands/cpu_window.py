@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bench.procstat import cpu_seconds
+from bench.procstat import cpu_seconds, machine_busy_seconds
 
 MACHINE = "whole machine (/proc/stat, any process)"
 
@@ -42,19 +41,6 @@ def tree_cpu_seconds(pids: list[int], children: Mapping[int, list[int]]) -> floa
             found = True
         todo.extend(children.get(pid, []))
     return total if found else None
-
-
-def machine_busy_seconds() -> float | None:
-    """CPU seconds all cores have spent not idle since boot (None if /proc/stat is unreadable)."""
-    try:
-        first = Path("/proc/stat").read_text().splitlines()[0].split()
-    except (OSError, IndexError):
-        return None
-    if first[0] != "cpu":
-        return None
-    ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
-    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
-    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def disturbance_note(cpu: Mapping[str, float | None], window_s: float, cores: int) -> str | None:

@@ -185,3 +185,15 @@ def test_spread_over_repeated_runs_pairs_rounds() -> None:
     }
     assert rows[OURS] == ["1024", "2", "30,000-54,000", "0.75-0.90", "1.00", "9.0-12.0", "-"]
     assert rows[LIMIT][1:4] == ["3", "40,000-60,000", "1.00"]
+
+
+def test_every_run_shows_kafkas_and_the_machines_cpu_beside_the_contenders() -> None:
+    from bench.results import runs_table
+
+    run = RunResult(OURS, "throughput", 1024, 1000, 1, msgs_per_s=45_000.0, cpu_s=4.9)
+    run.broker_cpu_s, run.load_cpu_s, run.kafka_cpu_s, run.machine_cpu_s = 7.9, 3.8, 3.1, 19.6
+    head, _, row = runs_table([run]).splitlines()
+    cells = dict(zip(head.split("|"), row.split("|"), strict=True))
+    assert cells[" Kafka CPU s "].strip() == "3.1"
+    assert cells[" machine busy CPU s "].strip() == "19.6"
+    assert cells[" Mosquitto CPU s "].strip() == "7.9"
