@@ -26,9 +26,11 @@ def test_real_meters_count_this_process_spinning() -> None:
     mine.start()
     machine.start()
     before = machine_busy_seconds()
-    assert before is not None and before > 0
+    assert before is not None
+    assert before > 0
     x = 0
     while (mine.used() or 0.0) < 0.2:
         x += 1
     spent = machine.used()
-    assert spent is not None and spent >= 0.15  # this process alone kept one core busy
+    assert spent is not None
+    assert spent >= 0.15  # this process alone kept one core busy
