@@ -5,6 +5,7 @@ referenced (as a test's fixture or a traceback keeps it), and even when ``start`
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import time
@@ -28,6 +29,22 @@ def _rdk_threads() -> int:
     return count
 
 
+def _baseline(timeout_s: float = 10.0) -> int:
+    """The rdk threads of clients still alive: earlier tests' unreferenced clients are freed
+    first (collected, their threads given time to end), or their ending inside a test would
+    look like this test's clients ending."""
+    gc.collect()
+    deadline = time.monotonic() + timeout_s
+    last = _rdk_threads()
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = _rdk_threads()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def _settles_at(before: int, timeout_s: float = 10.0) -> int:
     """librdkafka's threads of a freed client end within moments: wait for them."""
     deadline = time.monotonic() + timeout_s
@@ -46,7 +63,7 @@ def dead_kafka() -> Iterator[str]:
 
 
 def test_the_probe_client_is_freed_by_close(dead_kafka: str) -> None:
-    before = _rdk_threads()
+    before = _baseline()
 
     async def life() -> KafkaHealth:
         health = KafkaHealth(dead_kafka, interval_s=0.1, timeout_s=0.5)
@@ -75,7 +92,7 @@ def _service(bootstrap: str, port: int = 0) -> ApiService:
 
 
 def test_no_kafka_client_outlives_stop(dead_kafka: str) -> None:
-    before = _rdk_threads()
+    before = _baseline()
     service = _service(dead_kafka)
 
     async def life() -> None:
@@ -90,7 +107,7 @@ def test_no_kafka_client_outlives_stop(dead_kafka: str) -> None:
 
 
 def test_no_kafka_client_outlives_a_failed_start(dead_kafka: str) -> None:
-    before = _rdk_threads()
+    before = _baseline()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
