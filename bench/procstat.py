@@ -42,7 +42,7 @@ def machine_busy_seconds() -> float | None:
         return None
     ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
     busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
-    return busy / os.sysconf("SC_CLK_TCK")
+    return busy / _TICKS
 
 
 class CpuMeter:
