@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from registry.audit import AuditRecord
 from registry.errors import RegistryError
+from registry.topic_ready import await_leaders
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class KafkaStore:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise StoreError(f"could not create topic {name}: {exc.args[0]}") from exc
+        if waiting := await_leaders(admin, created, self.timeout):
+            raise StoreError(f"topics created but not led after {self.timeout:.0f} s: {waiting}")
         return created
 
     def read_all(self, topic: str | None = None) -> list[Record]:

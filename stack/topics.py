@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from registry.topic_ready import await_leaders
 from stack.errors import StackError
 from stack.kafka_layout import Replication
 
@@ -81,4 +82,6 @@ def ensure_topics(
             raise StackError(f"could not create topic {name}: {err}") from exc
     if created:
         log.info("created topics %s", ", ".join(created))
+        if waiting := await_leaders(admin, created, timeout):
+            raise StackError(f"topics created but not led after {timeout:.0f} s: {waiting}")
     return created

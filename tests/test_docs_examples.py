@@ -1022,8 +1022,16 @@ def test_kafka_cluster_examples_run(
         monkeypatch.setenv("IOT_STACK_COMMANDS_HTTP_PORT", str(commands))
         monkeypatch.setenv("IOT_KAFKA_HEAP", "384m")
 
+    def run(argv: list[str]) -> None:
+        """`main(argv)` must succeed; if not, fail with what it said (without librdkafka's
+        retry lines from other tests' clients, which would bury it)."""
+        if main(argv) != 0:
+            err = capsys.readouterr().err.splitlines()
+            said = [line for line in err if not line.startswith("%")]
+            pytest.fail(f"iot-stack {' '.join(argv)} failed:\n" + "\n".join(said[-80:]))
+
     def status(argv: list[str]) -> dict[str, str]:
-        assert main(argv) == 0
+        run(argv)
         out = capsys.readouterr().out.splitlines()
         return {
             line.split(":")[0] if line.startswith("kafka ") else line.split()[0]: line
@@ -1034,7 +1042,7 @@ def test_kafka_cluster_examples_run(
         use(tmp_path / "cluster")
         monkeypatch.setenv("IOT_KAFKA_PORT", str(kafka_port))
         started.append(tmp_path / "cluster")
-        assert main(list(examples["iot-stack up --kafka-nodes 3"].argv[1:])) == 0
+        run(list(examples["iot-stack up --kafka-nodes 3"].argv[1:]))
         capsys.readouterr()
         rows = status(["status"])  # the docs' `iot-stack status` (no flags: the last `up`'s)
         for node in ("kafka-1", "kafka-2", "kafka-3"):
@@ -1049,7 +1057,7 @@ def test_kafka_cluster_examples_run(
         shown = examples["iot-stack up --kafka-bootstrap kafka-a:9092,kafka-b:9092,kafka-c:9092"]
         argv = [bootstrap if a.startswith("kafka-a:") else a for a in shown.argv[1:]]
         started.append(tmp_path / "edge")
-        assert main(argv) == 0
+        run(argv)
         capsys.readouterr()
         rows = status(["status"])
         assert not any(name.startswith("kafka-") for name in rows), rows  # no local broker
