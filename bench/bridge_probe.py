@@ -151,6 +151,9 @@ class _CountingSink:
         self.sub.send_acks(self.sub.generation, self.pending)
         self.pending = []
 
+    def on_read_done(self) -> None:
+        return
+
     def on_connection_change(self, generation: int, connected: bool) -> None:
         return
 

@@ -98,6 +98,13 @@ class BridgeConfig:
         "Producer message.timeout.ms; 0 = retry forever (the bridge then waits for Kafka and "
         "applies back-pressure instead of dropping anything).",
     )
+    kafka_report_per_message: bool = _setting(
+        False,
+        "One Kafka delivery report per record, as before sparse reports. By default (with "
+        "kafka_message_timeout_ms=0) the producer keeps the gap-less guarantee and only the "
+        "last record of each Kafka partition in a socket read asks for a report, which covers "
+        "the ones before it (bridge/pending.py). Always per record when a timeout is set.",
+    )
     kafka_extra: str = _setting(
         "",
         "Extra librdkafka producer properties, comma-separated key=value pairs "

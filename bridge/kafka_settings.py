@@ -44,6 +44,10 @@ def producer_config(config: BridgeConfig) -> dict[str, Any]:
             "socket.nagle.disable": True,
         }
     )
+    if config.kafka_message_timeout_ms == 0 and not config.kafka_report_per_message:
+        # sparse delivery reports: a marker's success must mean every record before it on its
+        # partition is in Kafka; a failure that would skip one is then fatal instead
+        conf["enable.gapless.guarantee"] = True
     conf.update(parse_kafka_extra(config.kafka_extra))
     return conf
 

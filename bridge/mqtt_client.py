@@ -32,6 +32,9 @@ class PublishSink(Protocol):
     def on_publish(self, topic: str, payload: bytes, qos: int, packet_id: int, dup: bool) -> None:
         """Called on the event loop for each inbound PUBLISH, in arrival order."""
 
+    def on_read_done(self) -> None:
+        """Called after the PUBLISH packets of one socket read (or of a resume) were handed."""
+
     def on_connection_change(self, generation: int, connected: bool) -> None:
         """Called when a connection is ready (subscribed) or lost."""
 
@@ -146,6 +149,8 @@ class _Connection(asyncio.Protocol):
             self.buf.clear()
             self.close()
             return
+        finally:
+            sink.on_read_done()
         if pos < size:
             self.buf += view[pos:] if pos else view
 

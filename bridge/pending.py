@@ -81,3 +81,46 @@ class AckWindow:
         if not self._entries:
             return 0.0
         return time.monotonic() - self._entries[0].sent_at
+
+
+class Segment:
+    """Entries of one Kafka partition produced without a delivery report of their own, and the
+    marker: the last of them, the only one produced with a report (:meth:`delivered`).
+
+    The idempotent producer with ``enable.gapless.guarantee`` and no message timeout writes a
+    partition's messages in produce order and never skips one (a failure that would leave a
+    gap is a fatal error that fails every queued message). So the marker's success means every
+    entry produced before it on that partition is in Kafka, and its failure is theirs too
+    (at-least-once: they are not acknowledged, Mosquitto redelivers them)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = entries
+
+    def delivered(self, error: Any, _msg: Any = None) -> None:
+        now = _clock[0]
+        for e in self.entries:
+            e.error = error
+            e.done_at = now
+
+
+class PartitionQueue:
+    """The sparse-report state of one Kafka partition: ``held`` is its newest message, not yet
+    produced (it becomes the marker unless a newer one arrives before the end of the socket
+    read); ``segment`` holds the entries produced since the last marker."""
+
+    __slots__ = ("held", "partition", "segment", "topic")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.held: tuple[bytes | None, bytes, list[tuple[str, bytes]], Entry] | None = None
+        self.segment: list[Entry] = []
+
+    def close_segment(self, last: Entry) -> Segment:
+        """The marker's segment: everything since the last marker, then ``last``."""
+        entries = self.segment
+        entries.append(last)
+        self.segment = []
+        return Segment(entries)

@@ -17,6 +17,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError
@@ -33,7 +34,8 @@ from bridge.mapping import (
     tenant_topics,
 )
 from bridge.mqtt_client import Subscriber
-from bridge.pending import AckWindow, Entry, set_clock
+from bridge.partitioner import partition_for
+from bridge.pending import AckWindow, Entry, PartitionQueue, set_clock
 from bridge.quota import TenantQuotas, parse_rates
 from bridge.routes import QOS_HEADERS, Route, accepts_payload, route_for
 from bridge.stats import BridgeStats
@@ -98,7 +100,18 @@ class TelemetryPipeline:
         self.subscriber: Subscriber | None = None
         self._producer: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._backlog: deque[tuple[KafkaRecord, Entry]] = deque()
+        # records librdkafka's queue refused (BufferError), in order: record, its delivery
+        # callback, its partition (-1: the partitioner's)
+        self._backlog: deque[tuple[KafkaRecord, Callable[..., None], int]] = deque()
+        # Sparse delivery reports (bridge.pending.Segment): one report per Kafka partition and
+        # socket read instead of one per record. Only safe when the producer never times a
+        # message out (gap-less guarantee, see producer_config).
+        self.sparse_reports = (
+            config.kafka_message_timeout_ms == 0 and not config.kafka_report_per_message
+        )
+        self.partition_counts: dict[str, int] = {}  # Kafka topic -> partitions (at start)
+        self._queues: dict[tuple[str, int], PartitionQueue] = {}
+        self._holding: list[PartitionQueue] = []  # the queues with a held record
         self._paused = False
         self._stopping = False
         # asyncio.Event binds to the running loop on first use, so creating them here is safe
@@ -205,22 +218,120 @@ class TelemetryPipeline:
         if not self._tick_fast:
             self._speed_up_ticks()
         if rec is None:
+            queue = route.queue
+            if queue is not None and self._backlog:  # keep the partition, behind the backlog
+                self._backlog.append(
+                    (
+                        KafkaRecord(kafka_topic, route.key, payload, headers),
+                        entry.delivered,
+                        queue.partition,
+                    )
+                )
+            elif queue is not None:
+                # hold this record back as its partition's marker; produce the one it replaces
+                # without a report of its own (the next marker's report covers it)
+                held = queue.held
+                if held is None:
+                    self._holding.append(queue)
+                    queue.held = (route.key, payload, headers, entry)
+                else:
+                    try:
+                        self._producer.produce(
+                            kafka_topic, held[1], held[0], queue.partition, headers=held[2]
+                        )
+                        queue.segment.append(held[3])
+                        queue.held = (route.key, payload, headers, entry)
+                    except BufferError:
+                        self._held_to_backlog()
+                        self._backlog.append(
+                            (
+                                KafkaRecord(kafka_topic, route.key, payload, headers),
+                                entry.delivered,
+                                queue.partition,
+                            )
+                        )
+                        self._pause()
+            if queue is not None:
+                if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
+                    self._pause()
+                return
             key, value = route.key, payload
+        elif self._holding:
+            self.on_read_done()  # a general record after the held ones of its partition
         if self._backlog:
-            self._backlog.append((KafkaRecord(kafka_topic, key, value, headers), entry))
+            self._backlog.append(
+                (KafkaRecord(kafka_topic, key, value, headers), entry.delivered, -1)
+            )
         else:
             try:
                 self._producer.produce(
                     kafka_topic, value, key, on_delivery=entry.delivered, headers=headers
                 )
             except BufferError:
-                self._backlog.append((KafkaRecord(kafka_topic, key, value, headers), entry))
+                self._backlog.append(
+                    (KafkaRecord(kafka_topic, key, value, headers), entry.delivered, -1)
+                )
                 self._pause()
         if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
             self._pause()
 
+    def on_read_done(self) -> None:
+        """The end of a socket read: produce every held record as its partition's marker."""
+        holding = self._holding
+        if not holding:
+            return
+        produce = self._producer.produce
+        for i, queue in enumerate(holding):
+            held = queue.held
+            assert held is not None
+            queue.held = None
+            delivered = queue.close_segment(held[3]).delivered
+            try:
+                produce(
+                    queue.topic,
+                    held[1],
+                    held[0],
+                    queue.partition,
+                    on_delivery=delivered,
+                    headers=held[2],
+                )
+            except BufferError:
+                self._backlog.append(
+                    (
+                        KafkaRecord(queue.topic, held[0], held[1], held[2]),
+                        delivered,
+                        queue.partition,
+                    )
+                )
+                del holding[: i + 1]
+                self._held_to_backlog()
+                self._pause()
+                return
+        holding.clear()
+
+    def _held_to_backlog(self) -> None:
+        """Librdkafka refused a record: every held record goes to the backlog, as its
+        partition's marker, ahead of anything newer (the backlog keeps each partition's order)."""
+        for queue in self._holding:
+            held = queue.held
+            assert held is not None
+            queue.held = None
+            delivered = queue.close_segment(held[3]).delivered
+            self._backlog.append(
+                (KafkaRecord(queue.topic, held[0], held[1], held[2]), delivered, queue.partition)
+            )
+        self._holding.clear()
+
     def _new_route(self, topic: str) -> Route:
         route = route_for(topic, self.topics, self.ready_tenants, self._kinds)
+        if self.sparse_reports and route.fast and route.key is not None:
+            count = self.partition_counts.get(route.kafka_topic)
+            if count:
+                where = (route.kafka_topic, partition_for(route.key, count))
+                queue = self._queues.get(where)
+                if queue is None:
+                    queue = self._queues[where] = PartitionQueue(*where)
+                route = route._replace(queue=queue)
         if len(self._routes) < _ROUTE_CACHE_MAX:
             self._routes[topic] = route
         return route
@@ -414,7 +525,8 @@ class TelemetryPipeline:
         # Not acknowledged, and nothing after it on this connection may be: drop the
         # connection so Mosquitto redelivers everything unacknowledged (at-least-once).
         sub = self.subscriber
-        if sub is not None and entry.generation == sub.generation:
+        # once per connection: a failed marker fails every record it covers
+        if sub is not None and entry.generation == sub.generation != self._bad_generation:
             self._bad_generation = sub.generation
             log.error("Kafka delivery failed (%s); reconnecting to MQTT for redelivery", err.str())
             sub.drop_connection("Kafka delivery failed")
@@ -423,11 +535,12 @@ class TelemetryPipeline:
         produce = self._producer.produce
         backlog = self._backlog
         while backlog:
-            rec, entry = backlog[0]
+            rec, delivered, partition = backlog[0]
             try:
                 produce(
-                    rec.topic, rec.value, rec.key, on_delivery=entry.delivered, headers=rec.headers
-                )
+                    rec.topic, rec.value, rec.key, partition, on_delivery=delivered,
+                    headers=rec.headers,
+                )  # fmt: skip
             except BufferError:
                 return
             backlog.popleft()

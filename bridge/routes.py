@@ -36,6 +36,9 @@ class Route(NamedTuple):
     tenant: str
     device_id: str
     telemetry: bool
+    # the sparse delivery reports' state of the record's Kafka partition (bridge.pending),
+    # set by the pipeline when it knows the topic's partition count; None: a report per record
+    queue: Any = None
 
 
 def route_for(

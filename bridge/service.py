@@ -228,6 +228,8 @@ class TelemetryBridge(TelemetryPipeline):
                 if tmd is not None and (
                     err is None or err.code() == KafkaError.LEADER_NOT_AVAILABLE
                 ):
+                    if tmd.partitions:
+                        self.partition_counts[topic] = len(tmd.partitions)
                     break
                 if time.monotonic() > grace_until:
                     raise FatalKafkaError(
@@ -237,6 +239,7 @@ class TelemetryBridge(TelemetryPipeline):
                     )
                 await self._sleep_unless_stopped(0.25)
         self.kafka_ok = True
+        self._routes.clear()  # routes made before the partition counts were known
         log.info(
             "Kafka %s reachable; topics %s present",
             self.config.kafka_bootstrap,

@@ -14,10 +14,21 @@ class FakeProducer:
         self.full = False
         self.flushes: list[float] = []  # timeouts of flush() calls
 
-    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any, headers: Any) -> None:
+        self.partitions: list[int] = []  # each record's partition (-1: the partitioner's)
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int = -1,
+        on_delivery: Any = None,
+        headers: Any = None,
+    ) -> None:
         if self.full:
             raise BufferError("queue full")
         self.queue.append((topic, key, on_delivery))
+        self.partitions.append(partition)
 
     def deliver(self, index: int, error: Any = None) -> None:
         self.queue[index][2](error, None)

@@ -46,3 +46,13 @@ def test_consumers_take_only_the_security_settings_of_kafka_extra() -> None:
     assert conf["enable.auto.offset.store"] is False
     assert conf["security.protocol"] == "SASL_SSL"
     assert "linger.ms" not in conf
+
+
+def test_sparse_reports_keep_the_gapless_guarantee_only_without_a_message_timeout() -> None:
+    assert producer_config(BridgeConfig())["enable.gapless.guarantee"] is True
+    assert "enable.gapless.guarantee" not in producer_config(
+        BridgeConfig(kafka_message_timeout_ms=30000)
+    )
+    assert "enable.gapless.guarantee" not in producer_config(
+        BridgeConfig(kafka_report_per_message=True)
+    )

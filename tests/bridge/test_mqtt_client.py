@@ -17,12 +17,16 @@ class Sink:
         self.got: list[tuple[str, bytes, int, int, bool]] = []
         self.pause_after: int | None = None
         self.sub: Subscriber | None = None
+        self.reads: list[int] = []  # len(got) at each on_read_done
 
     def on_publish(self, topic: str, payload: bytes, qos: int, packet_id: int, dup: bool) -> None:
         self.got.append((topic, payload, qos, packet_id, dup))
         if self.pause_after is not None and len(self.got) >= self.pause_after:
             assert self.sub is not None
             self.sub.pause_reading()
+
+    def on_read_done(self) -> None:
+        self.reads.append(len(self.got))
 
     def on_connection_change(self, generation: int, connected: bool) -> None:
         return
@@ -100,6 +104,16 @@ def test_pause_stops_decoding_mid_read_and_resume_continues_in_order() -> None:
     sub.resume_reading()
     assert [p for _, p, _, _, _ in sink.got] == [b"%d" % i for i in range(8)]
     assert transport.reading
+    assert sink.reads == [3, 8]  # the end of the read, then of what the resume decoded
+
+
+def test_the_sink_hears_the_end_of_every_read_after_its_publishes() -> None:
+    sink, _, conn, _ = make()
+    packets = [codec.encode_publish("devices/d/telemetry", b"%d" % i, 1, i + 1) for i in range(5)]
+    conn.data_received(b"".join(packets[:2]))
+    conn.data_received(packets[2][:4])  # a partial packet: nothing handed, the read still ends
+    conn.data_received(packets[2][4:] + b"".join(packets[3:]))
+    assert sink.reads == [2, 2, 5]
 
 
 def test_acks_only_for_the_current_connection() -> None:
