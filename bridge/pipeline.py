@@ -66,6 +66,20 @@ _IDLE_TICK_S = 0.1
 _FLUSH_WAIT_S = 0.001
 
 
+def _take_marker(queue: PartitionQueue) -> tuple[KafkaRecord, Callable[..., None], int]:
+    """The queue's held record as its partition's marker: the record, the report that closes
+    the queue's segment, the partition. The queue holds nothing afterwards."""
+    held = queue.held
+    assert held is not None
+    queue.held = None
+    key, value, headers, entry = held
+    return (
+        KafkaRecord(queue.topic, key, value, headers),
+        queue.close_segment(entry).delivered,
+        queue.partition,
+    )
+
+
 def _tenant_of(topic: str) -> str:
     parsed = parse_device_topic_cached(topic)
     return DEFAULT_TENANT if parsed is None else parsed[4]
@@ -219,39 +233,33 @@ class TelemetryPipeline:
             self._speed_up_ticks()
         if rec is None:
             queue = route.queue
-            if queue is not None and self._backlog:  # keep the partition, behind the backlog
-                self._backlog.append(
-                    (
-                        KafkaRecord(kafka_topic, route.key, payload, headers),
-                        entry.delivered,
-                        queue.partition,
-                    )
-                )
-            elif queue is not None:
+            if queue is not None:
                 # hold this record back as its partition's marker; produce the one it replaces
                 # without a report of its own (the next marker's report covers it)
                 held = queue.held
-                if held is None:
+                backlogged = bool(self._backlog)
+                if not backlogged and held is None:
                     self._holding.append(queue)
-                    queue.held = (route.key, payload, headers, entry)
-                else:
+                elif not backlogged:
                     try:
                         self._producer.produce(
                             kafka_topic, held[1], held[0], queue.partition, headers=held[2]
                         )
                         queue.segment.append(held[3])
-                        queue.held = (route.key, payload, headers, entry)
                     except BufferError:
                         self._held_to_backlog()
-                        self._backlog.append(
-                            (
-                                KafkaRecord(kafka_topic, route.key, payload, headers),
-                                entry.delivered,
-                                queue.partition,
-                            )
-                        )
                         self._pause()
-            if queue is not None:
+                        backlogged = True
+                if backlogged:  # behind the backlog, on the partition it computed
+                    self._backlog.append(
+                        (
+                            KafkaRecord(kafka_topic, route.key, payload, headers),
+                            entry.delivered,
+                            queue.partition,
+                        )
+                    )
+                else:
+                    queue.held = (route.key, payload, headers, entry)
                 if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
                     self._pause()
                 return
@@ -282,27 +290,15 @@ class TelemetryPipeline:
             return
         produce = self._producer.produce
         for i, queue in enumerate(holding):
-            held = queue.held
-            assert held is not None
-            queue.held = None
-            delivered = queue.close_segment(held[3]).delivered
+            marker = _take_marker(queue)
+            rec, delivered, partition = marker
             try:
                 produce(
-                    queue.topic,
-                    held[1],
-                    held[0],
-                    queue.partition,
-                    on_delivery=delivered,
-                    headers=held[2],
-                )
+                    rec.topic, rec.value, rec.key, partition, on_delivery=delivered,
+                    headers=rec.headers,
+                )  # fmt: skip
             except BufferError:
-                self._backlog.append(
-                    (
-                        KafkaRecord(queue.topic, held[0], held[1], held[2]),
-                        delivered,
-                        queue.partition,
-                    )
-                )
+                self._backlog.append(marker)
                 del holding[: i + 1]
                 self._held_to_backlog()
                 self._pause()
@@ -312,14 +308,7 @@ class TelemetryPipeline:
     def _held_to_backlog(self) -> None:
         """Librdkafka refused a record: every held record goes to the backlog, as its
         partition's marker, ahead of anything newer (the backlog keeps each partition's order)."""
-        for queue in self._holding:
-            held = queue.held
-            assert held is not None
-            queue.held = None
-            delivered = queue.close_segment(held[3]).delivered
-            self._backlog.append(
-                (KafkaRecord(queue.topic, held[0], held[1], held[2]), delivered, queue.partition)
-            )
+        self._backlog.extend(_take_marker(queue) for queue in self._holding)
         self._holding.clear()
 
     def _new_route(self, topic: str) -> Route:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from bridge.service import TelemetryBridge
 
 GOOD = b'{"ts": 1, "seq": 0, "metrics": {"t": 1}}'
 
@@ -64,3 +67,17 @@ class FakeSubscriber:
 
     def drop_connection(self, why: str) -> None:
         self.dropped += 1
+
+
+Rig = tuple[TelemetryBridge, FakeProducer, FakeSubscriber]
+
+
+def make_rig(bridge: TelemetryBridge) -> Iterator[Rig]:
+    """``bridge`` wired to a fake producer and subscriber on a fresh loop (a fixture's body)."""
+    loop = asyncio.new_event_loop()
+    producer, sub = FakeProducer(), FakeSubscriber()
+    bridge._producer = producer
+    bridge.subscriber = sub  # type: ignore[assignment]
+    bridge._loop = loop
+    yield bridge, producer, sub
+    loop.close()

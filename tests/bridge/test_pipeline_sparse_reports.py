@@ -3,7 +3,6 @@ bridge.pending.Segment), with fake clients."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Iterator
 
@@ -13,7 +12,7 @@ from confluent_kafka import KafkaError
 from bridge.config import BridgeConfig
 from bridge.partitioner import partition_for
 from bridge.service import TelemetryBridge
-from tests.bridge.fakes import GOOD, FakeProducer, FakeSubscriber
+from tests.bridge.fakes import GOOD, FakeProducer, FakeSubscriber, make_rig
 
 PARTITIONS = 3
 
@@ -33,18 +32,12 @@ A, A2, B = _device_on(0), _device_on(0, 1), _device_on(1)
 def sparse(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[TelemetryBridge, FakeProducer, FakeSubscriber]]:
-    loop = asyncio.new_event_loop()
     settings = getattr(request, "param", {})
     bridge = TelemetryBridge(
         BridgeConfig(pending_max_messages=100, pending_max_bytes=100_000, **settings)
     )
     bridge.partition_counts["iot.telemetry"] = PARTITIONS
-    producer, sub = FakeProducer(), FakeSubscriber()
-    bridge._producer = producer
-    bridge.subscriber = sub  # type: ignore[assignment]
-    bridge._loop = loop
-    yield bridge, producer, sub
-    loop.close()
+    yield from make_rig(bridge)
 
 
 def _publish(bridge: TelemetryBridge, device: str, mid: int) -> None:
