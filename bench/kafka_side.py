@@ -98,6 +98,13 @@ class Verification:
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     bad_payloads: int = 0
+    # the same latency in two legs, from our bridge's ``received_at`` header (None: no header):
+    # publish -> bridge (publisher, Mosquitto, the bridge's read) and bridge -> Kafka append
+    # (linger, produce, the broker); the percentiles of each leg, not of a sum
+    to_bridge_p50_ms: float | None = None
+    to_bridge_p99_ms: float | None = None
+    to_kafka_p50_ms: float | None = None
+    to_kafka_p99_ms: float | None = None
     first_append_ms: int | None = None
     last_append_ms: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -135,6 +142,20 @@ def read_whole_topic(bootstrap: str, topic: str) -> tuple[Consumer, dict[int, in
     return consumer, ends
 
 
+def received_at(headers: object) -> int | None:
+    """Our bridge's ``received_at`` header (epoch ms) from a consumed record's headers (a list
+    of pairs, or None); None if absent or unreadable."""
+    if not isinstance(headers, list):
+        return None
+    for name, value in headers:
+        if name == "received_at":
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 def verify_topic(
     bootstrap: str,
     topic: str,
@@ -153,6 +174,8 @@ def verify_topic(
         triples: list[tuple[str, int, int]] = []
         sim_records: list[TelemetryRecord] = []
         latencies: list[float] = []
+        to_bridge: list[float] = []
+        to_kafka: list[float] = []
         bad = 0
         first_ms: int | None = None
         last_ms: int | None = None
@@ -188,6 +211,10 @@ def verify_topic(
                 last_ms = append_ms if last_ms is None else max(last_ms, append_ms)
                 if latency_from_ms is not None and ts >= latency_from_ms:
                     latencies.append(float(append_ms - ts))
+                    received_ms = received_at(msg.headers())
+                    if received_ms is not None:
+                        to_bridge.append(float(received_ms - ts))
+                        to_kafka.append(float(append_ms - received_ms))
         notes = []
         if remaining:
             notes.append(f"verification timed out with {len(remaining)} partitions unread")
@@ -206,6 +233,10 @@ def verify_topic(
             latency_p50_ms=percentile(latencies, 50),
             latency_p99_ms=percentile(latencies, 99),
             bad_payloads=bad,
+            to_bridge_p50_ms=percentile(to_bridge, 50),
+            to_bridge_p99_ms=percentile(to_bridge, 99),
+            to_kafka_p50_ms=percentile(to_kafka, 50),
+            to_kafka_p99_ms=percentile(to_kafka, 99),
             first_append_ms=first_ms,
             last_append_ms=last_ms,
             notes=notes,

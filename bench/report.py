@@ -128,7 +128,7 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
             lines.append(
                 f"- {payload} B: publish -> Kafka at {label} ({lat.offered_rate or 0:,.0f} "
                 f"msgs/s): our bridge p50 {lat.latency_p50_ms:.0f} / p99 "
-                f"{lat.latency_p99_ms or 0:.0f} ms (target {target})."
+                f"{lat.latency_p99_ms or 0:.0f} ms (target {target}){_legs(lat)}."
             )
     if ours is not None and ours.lost is not None:
         lines.append(
@@ -136,6 +136,17 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
             f"{ours.published or 0:,} messages in that run (checked by seq per device)."
         )
     return lines
+
+
+def _legs(lat: RunResult) -> str:
+    """Where the latency went, when the records carry our bridge's ``received_at``."""
+    if lat.to_bridge_p99_ms is None or lat.to_kafka_p99_ms is None:
+        return ""
+    return (
+        f"; publish -> bridge p50 {lat.to_bridge_p50_ms or 0:.0f} / p99 "
+        f"{lat.to_bridge_p99_ms:.0f} ms, bridge -> Kafka p50 {lat.to_kafka_p50_ms or 0:.0f} / "
+        f"p99 {lat.to_kafka_p99_ms:.0f} ms"
+    )
 
 
 def from_json(data: dict[str, Any]) -> SuiteRun:

@@ -132,6 +132,12 @@ class RunResult:
     msgs_per_s: float | None = None
     latency_p50_ms: float | None = None
     latency_p99_ms: float | None = None
+    # our bridge's latency in two legs (bench.kafka_side.Verification): publish -> bridge and
+    # bridge -> Kafka append, p50 / p99 of each
+    to_bridge_p50_ms: float | None = None
+    to_bridge_p99_ms: float | None = None
+    to_kafka_p50_ms: float | None = None
+    to_kafka_p99_ms: float | None = None
     cpu_s: float | None = None
     cpu_s_per_million: float | None = None
     peak_rss_mb: float | None = None

@@ -251,6 +251,10 @@ class Runner:
             result.devices_multi_partition = c.devices_multi_partition
             result.latency_p50_ms = v.latency_p50_ms
             result.latency_p99_ms = v.latency_p99_ms
+            result.to_bridge_p50_ms = v.to_bridge_p50_ms
+            result.to_bridge_p99_ms = v.to_bridge_p99_ms
+            result.to_kafka_p50_ms = v.to_kafka_p50_ms
+            result.to_kafka_p99_ms = v.to_kafka_p99_ms
             if c.unexpected or v.bad_payloads:
                 result.notes.append(
                     f"{c.unexpected} unexpected records, {v.bad_payloads} unreadable"

@@ -43,6 +43,10 @@ def _run() -> SuiteRun:
             offered_rate=450.0,
             latency_p50_ms=3.0,
             latency_p99_ms=11.0,
+            to_bridge_p50_ms=1.0,
+            to_bridge_p99_ms=4.0,
+            to_kafka_p50_ms=2.0,
+            to_kafka_p99_ms=9.0,
         ),
     ]
     return run
@@ -55,6 +59,7 @@ def test_markdown_states_the_targets(tmp_path: Path) -> None:
     assert "| 1024 | 1,000 | 2 | 60,000 | 1.33 |" in text
     assert "### Spread over the repeated throughput runs" in text
     assert "at 1 % of our maximum (450 msgs/s): our bridge p50 3 / p99 11 ms" in text
+    assert "; publish -> bridge p50 1 / p99 4 ms, bridge -> Kafka p50 2 / p99 9 ms." in text
     assert "Mosquitto saves its store every 10,000 changes." in text
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
