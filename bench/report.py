@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_share import cpu_share_table
 from bench.results import (
     LIMIT,
     LOW_LOAD,
@@ -220,6 +221,15 @@ def to_markdown(run: Any) -> str:
         "(ratios paired with the same round's limit and our bridge's run):",
         "",
         spread_table(results, payloads),
+        "",
+        "### Who holds the CPU (QoS 1 throughput rounds)",
+        "",
+        "Cores = CPU seconds over the run's seconds. Mosquitto is single-threaded: the "
+        "ceiling is its one thread near a whole core with the machine not full; behind our "
+        "bridge the same Mosquitto shares the machine with the bridge, Kafka and the "
+        "publishers, and gets what they leave.",
+        "",
+        cpu_share_table(results, payloads, int(m.get("cores") or 0)),
         "",
         "## Scaling of our bridge (QoS 1, shared subscription for several processes)",
         "",
