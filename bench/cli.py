@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
         "IOT_MQTT_AUTOSAVE_CHANGES; 0: every 5 s); docs/benchmarks.md shows what N costs",
     )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
+    run.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the unmeasured warm-up run of our bridge before the first round",
+    )
     run.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     run.add_argument(
         "--bridge-processes",
@@ -189,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         window=args.window,
         contenders=contenders,
         latency=not args.no_latency,
+        warmup=not args.no_warmup,
         scaling=not args.no_scaling,
         bridge_processes=processes,
         repeats=args.repeat or (1 if args.quick else 3),

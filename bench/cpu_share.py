@@ -14,7 +14,8 @@ from bench.results import LIMIT, OURS, RunResult, fmt_number, md_table, throughp
 
 
 def cores(cpu_s: float | None, run: RunResult) -> float | None:
-    """Average cores a process used over the run; None when unknown."""
+    """Average cores a process used over the run's seconds (its CPU is counted to the end of
+    the drain, so this can pass a whole core by a little); None when unknown."""
     if cpu_s is None or not run.duration_s:
         return None
     return cpu_s / run.duration_s

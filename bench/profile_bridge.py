@@ -160,6 +160,8 @@ def _row(variant: Variant, label: str, r: RunResult, extra: dict[str, Any]) -> d
         "cpu_s_per_million": r.cpu_s_per_million,
         "p50_ms": r.latency_p50_ms,
         "p99_ms": r.latency_p99_ms,
+        "to_bridge_p99_ms": r.to_bridge_p99_ms,
+        "to_kafka_p99_ms": r.to_kafka_p99_ms,
         "lost": r.lost,
         "dup": r.duplicates,
         "reordered": r.reordered,
@@ -176,9 +178,10 @@ def _fmt(v: Any, spec: str = ",.0f") -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| round | variant | rate | msgs/s | CPU s/M | p50 / p99 ms | lost/dup/reord | "
-        "load before -> after | bridge threads CPU s (py / rdk main / rdk brokers) |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
+        "| round | variant | rate | msgs/s | CPU s/M | p50 / p99 ms | p99 ms to bridge / to Kafka "
+        "| lost/dup/reord | load before -> after | bridge threads CPU s (py / rdk main / rdk "
+        "brokers) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for r in rows:
@@ -195,6 +198,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['round']} | {r['variant']} | {r['rate']} ({_fmt(r['offered'])}) | "
             f"{_fmt(r['msgs_per_s'])} | {_fmt(r['cpu_s_per_million'], '.1f')} | "
             f"{_fmt(r['p50_ms'], '.0f')} / {_fmt(r['p99_ms'], '.0f')} | "
+            f"{_fmt(r.get('to_bridge_p99_ms'), '.0f')} / {_fmt(r.get('to_kafka_p99_ms'), '.0f')} | "
             f"{r['lost']}/{r['dup']}/{r['reordered']} | "
             f"{' '.join(r['load_before'][:1])} -> {' '.join(r['load_after'][:1])} | {threads} |"
         )

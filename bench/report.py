@@ -224,7 +224,9 @@ def to_markdown(run: Any) -> str:
         "",
         "### Who holds the CPU (QoS 1 throughput rounds)",
         "",
-        "Cores = CPU seconds over the run's seconds. Mosquitto is single-threaded: the "
+        "Cores = CPU seconds over the run's seconds (the CPU counts to the end of the drain, "
+        "so a figure can pass 1.00 per thread or the machine's cores by a few hundredths). "
+        "Mosquitto is single-threaded: the "
         "ceiling is its one thread near a whole core with the machine not full; behind our "
         "bridge the same Mosquitto shares the machine with the bridge, Kafka and the "
         "publishers, and gets what they leave.",

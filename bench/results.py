@@ -120,7 +120,7 @@ class RunResult:
     """One contender measured in one scenario. None = not measured / not applicable."""
 
     contender: str
-    scenario: str  # "throughput", "latency", "latency-low" or "scaling"
+    scenario: str  # "throughput", "latency", "latency-low", "scaling" or "warmup"
     payload_bytes: int
     devices: int
     qos: int
@@ -218,6 +218,7 @@ def find(
 LIMIT = "mosquitto-limit"
 OURS = "iot-bridge-qos1"
 LOW_LOAD = "latency-low"  # the latency scenario at 1 % of our maximum
+WARMUP = "warmup"  # the unmeasured run before the first round (shown, never counted)
 CHECK_COLUMNS = ("lost", "dup", "reordered")  # what reading the topic back found
 
 

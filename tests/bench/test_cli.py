@@ -51,3 +51,16 @@ def test_mosquitto_autosave_reaches_the_suite(monkeypatch: pytest.MonkeyPatch) -
     assert main(["run"]) == 1  # None: the stack's own default
     assert seen == [0, None]
     assert main(["run", "--mosquitto-autosave-changes", "-1"]) == 2
+
+
+def test_the_warmup_run_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+
+    def fake_run_suite(options: SuiteOptions) -> None:
+        seen.append(options.warmup)
+        raise RuntimeError("not run in unit tests")
+
+    monkeypatch.setattr("bench.suite.run_suite", fake_run_suite)
+    assert main(["run"]) == 1
+    assert main(["run", "--no-warmup"]) == 1
+    assert seen == [True, False]
