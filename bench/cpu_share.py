@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.results import LIMIT, OURS, RunResult, fmt_number, md_table, throughput_runs
+from bench.results import LIMIT, OURS, RunResult, fmt_number, md_table, ratio, throughput_runs
 
 
 def cores(cpu_s: float | None, run: RunResult) -> float | None:
     """Average cores a process used over the run's seconds (its CPU is counted to the end of
     the drain, so this can pass a whole core by a little); None when unknown."""
-    if cpu_s is None or not run.duration_s:
-        return None
-    return cpu_s / run.duration_s
+    return ratio(cpu_s, run.duration_s)
 
 
 def _c(value: float | None) -> str:
@@ -42,14 +40,14 @@ def cpu_share_table(results: Sequence[RunResult], payloads: Sequence[int], n_cor
         limits = throughput_runs(results, LIMIT, p)
         ours = throughput_runs(results, OURS, p)
         for i, (lim, our) in enumerate(zip(limits, ours, strict=False), start=1):
-            share = (our.msgs_per_s or 0) / lim.msgs_per_s if lim.msgs_per_s else None
             rows.append(
                 [
                     str(p),
                     str(i),
                     fmt_number(lim.msgs_per_s),
                     f"{_c(cores(lim.broker_cpu_s, lim))} / {_c(cores(lim.machine_cpu_s, lim))}",
-                    f"{fmt_number(our.msgs_per_s)} ({fmt_number(share, 2)})",
+                    f"{fmt_number(our.msgs_per_s)} "
+                    f"({fmt_number(ratio(our.msgs_per_s, lim.msgs_per_s), 2)})",
                     f"{_c(cores(our.broker_cpu_s, our))} / {_c(cores(our.machine_cpu_s, our))}",
                     f"{_c(cores(our.cpu_s, our))} / {_c(cores(our.kafka_cpu_s, our))} / "
                     f"{_c(cores(our.load_cpu_s, our))}",
