@@ -35,10 +35,18 @@ class _Producer:
     def __init__(self) -> None:
         self.pending: list[tuple[Any, _Msg]] = []
 
-    def produce(
-        self, topic: str, value: bytes, key: Any = None, partition: int = -1, **kw: Any
+    def produce(  # noqa: PLR0917 - confluent-kafka's signature, called by position
+        self,
+        topic: str,
+        value: bytes,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
+        callback: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> None:
-        self.pending.append((kw.get("on_delivery"), _Msg(topic, key)))
+        self.pending.append((on_delivery, _Msg(topic, key)))
 
     def poll(self, timeout: float = 0) -> int:
         served = self.pending

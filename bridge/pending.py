@@ -21,18 +21,21 @@ def set_clock(now: float) -> None:
 
 
 class Entry:
-    """One pending message. ``delivered`` is the Kafka delivery callback (run by the producer
-    poll of the pipeline's tick); ``done_at`` is that poll's time (always > 0), 0.0 until then:
-    the ack lag (delivery report to PUBACK) is measured from it."""
+    """One pending message. ``sent_at`` is when it was read (monotonic; the pipeline reads the
+    clock once per socket read); ``delivered`` is the Kafka delivery callback (run by the
+    producer poll of the pipeline's tick); ``done_at`` is that poll's time (always > 0), 0.0
+    until then: the ack lag (delivery report to PUBACK) is measured from it."""
 
     __slots__ = ("done_at", "error", "generation", "packet_id", "sent_at", "size", "topic")
 
-    def __init__(self, packet_id: int, generation: int, size: int, topic: str) -> None:
+    def __init__(
+        self, packet_id: int, generation: int, size: int, topic: str, sent_at: float
+    ) -> None:
         self.packet_id = packet_id  # 0 = nothing to acknowledge (QoS 0)
         self.generation = generation
         self.size = size
         self.topic = topic
-        self.sent_at = time.monotonic()
+        self.sent_at = sent_at
         self.done_at = 0.0
         self.error: Any = None
 

@@ -26,6 +26,8 @@ class FakeProducer:
         key: bytes,
         partition: int = -1,
         on_delivery: Any = None,
+        callback: Any = None,
+        timestamp: int = 0,
         headers: Any = None,
     ) -> None:
         if self.full:

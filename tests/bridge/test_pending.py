@@ -3,7 +3,7 @@ from bridge.pending import AckWindow, Entry
 
 def test_only_the_confirmed_prefix_is_released_in_arrival_order() -> None:
     w = AckWindow()
-    entries = [Entry(mid, 1, 10, "telemetry") for mid in (5, 6, 7, 8)]
+    entries = [Entry(mid, 1, 10, "telemetry", 1.0) for mid in (5, 6, 7, 8)]
     for e in entries:
         w.add(e)
     assert (w.count, w.bytes) == (4, 40)

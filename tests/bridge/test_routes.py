@@ -4,6 +4,7 @@ the records it builds are the general mapping's, byte for byte."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from bridge.config import BridgeConfig
 from bridge.mapping import Topics, map_message, validate_event, validate_telemetry
-from bridge.routes import accepts, accepts_payload, route_for
+from bridge.routes import accepts, accepts_payload, orjson_accepts_payload, route_for
 from bridge.service import TelemetryBridge
 
 KINDS = {"iot.telemetry": "telemetry", "iot.events": "events", "iot.t1.telemetry": "telemetry"}
@@ -83,6 +84,88 @@ def test_accepts_payload_parses_first(payload: bytes, accepted: bool) -> None:
     assert accepts_payload(payload, "d1", True) is accepted
 
 
+# payloads where the typed decoders and orjson could part ways: every one must get the same
+# verdict from accepts_payload (typed decoders first) as from orjson + accepts alone
+TRICKY = [
+    b'{"ts":1,"seq":0,"metrics":{"a":1},"x":"\xff\xfe"}',  # bad UTF-8 in a skipped field
+    b'{"ts":1,"seq":0,"metrics":{},"tags":{"a":"\xff"}}',
+    b'{"ts":1,"seq":0,"metrics":{"\xc3\xa9":1}}',  # good UTF-8, not ASCII
+    b'{"ts":1,"seq":0,"metrics":{},"x":"\\ud800"}',  # a lone surrogate escape
+    b'{"ts":123456789012345678901234567890,"seq":0,"metrics":{}}',  # orjson: a float
+    b'{"ts":18446744073709551615,"seq":0,"metrics":{}}',  # uint64: orjson keeps an int
+    b'{"ts":-9223372036854775809,"seq":0,"metrics":{}}',
+    b'{"ts":1,"seq":9223372036854775808,"metrics":{}}',
+    b'{"ts":1,"seq":0,"metrics":{"a":123456789012345678901234567890}}',
+    b'{"ts":1,"seq":0,"metrics":{"a":' + b"9" * 400 + b"}}",  # orjson: infinity
+    b'{"ts":1,"seq":0,"metrics":{"a":1e400}}',
+    b'{"ts":1,"seq":0,"metrics":{"a":-1e308,"b":1.7976931348623157e308}}',
+    b'{"ts":1,"seq":0,"metrics":{"a":NaN}}',
+    b'{"ts":1,"seq":0,"metrics":{"a":Infinity}}',
+    b'{"ts":1,"seq":1,"seq":-1,"metrics":{}}',  # duplicate keys: orjson keeps the last
+    b'{"ts":1,"seq":-1,"seq":1,"metrics":{}}',
+    b'{"ts":1,"seq":0,"metrics":{},"metrics":[]}',
+    b'{"ts":1,"seq":0,"type":"a","type":""}',
+    b'{"ts":1,"seq":0,"metrics":{}} x',
+    b' {"ts":1,"seq":0,"metrics":{},"tags": {}} \n',
+    b'{"ts":1E2,"seq":0,"metrics":{}}',
+    b'{"ts":01,"seq":0,"metrics":{}}',
+    b'{"ts":1.,"seq":0,"metrics":{}}',
+    b'{"ts":-0,"seq":-0,"metrics":{"a":-0.0}}',
+    b'{"ts":1,"seq":0,"metrics":{},"device_id":null}',
+    b'{"ts":1,"seq":0,"metrics":{},"device_id":"d\\u0031"}',  # escaped "d1"
+    b'{"ts":1,"seq":0,"metrics":{},"tags":null}',
+    b'{"ts":1,"seq":0,"metrics":{},"tags":[1]}',
+    b'{"ts":1,"seq":0,"metrics":{},"x":' + b"[" * 3000 + b"]" * 3000 + b"}",
+    b'{"ts":1,"seq":0,"type":"boot","metrics":{"a":"x"}}',
+    b'\xef\xbb\xbf{"ts":1,"seq":0,"metrics":{}}',  # a byte order mark
+    b'{"ts":1,"seq":0,"metrics":{}',
+    b"{}",
+    b"[]",
+    b"null",
+]
+
+
+def _mutants(seed: int, count: int) -> list[bytes]:
+    """Valid payloads with one byte changed, inserted or dropped (deterministic)."""
+    rng = random.Random(seed)
+    bases = [
+        b'{"ts":1700000000000,"seq":12,"metrics":{"t":21.5,"h":40},"tags":{"dev":"d1"}}',
+        b'{"ts":1,"seq":0,"type":"boot","device_id":"d1"}',
+    ]
+    alphabet = b'{}[]":,.-+eE0123456789 natrulfsx\\\xff'
+    out = []
+    for _ in range(count):
+        b = bytearray(rng.choice(bases))
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(b))
+            op = rng.randrange(3)
+            if op == 0:
+                b[i] = rng.choice(alphabet)
+            elif op == 1:
+                b.insert(i, rng.choice(alphabet))
+            else:
+                del b[i]
+        out.append(bytes(b))
+    return out
+
+
+@pytest.mark.parametrize("payload", TRICKY + [orjson.dumps(doc) for doc, _, _ in CASES[:-4]])
+@pytest.mark.parametrize("telemetry", [True, False])
+def test_typed_decoders_never_part_from_orjson(payload: bytes, telemetry: bool) -> None:
+    assert accepts_payload(payload, "d1", telemetry) is orjson_accepts_payload(
+        payload, "d1", telemetry
+    )
+
+
+def test_typed_decoders_agree_on_mutated_payloads() -> None:
+    mutants = _mutants(18, 5000)
+    for telemetry in (True, False):
+        verdicts = [accepts_payload(p, "d1", telemetry) for p in mutants]
+        assert verdicts == [orjson_accepts_payload(p, "d1", telemetry) for p in mutants]
+        assert any(verdicts)
+        assert not all(verdicts)
+
+
 def test_route_of_a_default_device_topic() -> None:
     r = route_for("devices/d1/telemetry", Topics(), READY, KINDS)
     assert r.fast
@@ -125,8 +208,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]] = []
 
-    def produce(self, topic: str, value: bytes, key: bytes | None, **kw: Any) -> None:
-        self.records.append((topic, key, value, kw["headers"]))
+    def produce(self, topic: str, value: bytes, key: bytes | None, *args: Any) -> None:
+        self.records.append((topic, key, value, args[4]))  # headers: the 8th, by position
 
 
 NOW_NS = 1_700_000_000_123_456_789
