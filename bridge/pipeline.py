@@ -39,7 +39,7 @@ from bridge.mapping import (
 )
 from bridge.mqtt_client import Subscriber
 from bridge.partitioner import partition_for
-from bridge.pending import AckWindow, Entry, PartitionQueue, set_clock
+from bridge.pending import AckWindow, Group, PartitionQueue, set_clock
 from bridge.quota import TenantQuotas, parse_rates
 from bridge.routes import QOS_HEADERS, Route, accepts_payload, route_for
 from bridge.stats import BridgeStats
@@ -76,10 +76,10 @@ def _take_marker(queue: PartitionQueue) -> tuple[KafkaRecord, Callable[..., None
     held = queue.held
     assert held is not None
     queue.held = None
-    key, value, headers, entry = held
+    key, value, headers = held
     return (
         KafkaRecord(queue.topic, key, value, headers),
-        queue.close_segment(entry).delivered,
+        queue.close_segment().delivered,
         queue.partition,
     )
 
@@ -156,6 +156,7 @@ class TelemetryPipeline:
         self._read_clock_stale = True
         self._read_ms = 0
         self._read_mono = 0.0
+        self._group: Group | None = None  # the group the read's messages join (bridge.pending)
         self.linger: AdaptiveLinger | None = None
         if config.kafka_adaptive_linger_ms:
             top = min(config.kafka_adaptive_linger_ms, config.kafka_linger_ms) / 1000
@@ -238,12 +239,17 @@ class TelemetryPipeline:
         stats.received_bytes += len(payload)
         if dup:
             stats.redelivered += 1
-        sub = self.subscriber
-        entry = Entry(
-            packet_id, sub.generation if sub is not None else 0, len(payload), kind, self._read_mono
-        )
+        size = len(payload)
+        group = self._group
+        if group is None or group.topic != kind:
+            group = self._new_group(kind)
+        group.count += 1
+        group.size += size
+        if packet_id:
+            group.packet_ids.append(packet_id)
         window = self.window
-        window.add(entry)
+        window.count += 1
+        window.bytes += size
         self.produced_count += 1
         if not self._tick_fast:
             self._speed_up_ticks()
@@ -261,50 +267,64 @@ class TelemetryPipeline:
                         self._producer.produce(
                             kafka_topic, held[1], held[0], queue.partition, None, None, 0, held[2]
                         )
-                        queue.segment.append(held[3])
                     except BufferError:
                         self._held_to_backlog()
                         self._pause()
                         backlogged = True
                 if backlogged:  # behind the backlog, on the partition it computed
+                    group.pending += 1
                     self._backlog.append(
                         (
                             KafkaRecord(kafka_topic, route.key, payload, headers),
-                            entry.delivered,
+                            group.delivered,
                             queue.partition,
                         )
                     )
                 else:
-                    queue.held = (route.key, payload, headers, entry)
+                    queue.held = (route.key, payload, headers)
+                    queue.join(group)
                 if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
                     self._pause()
                 return
             key, value = route.key, payload
         elif self._holding:
-            self.on_read_done()  # a general record after the held ones of its partition
+            self._produce_held()  # a general record after the held ones of its partition
+        group.pending += 1  # a report of its own
         if self._backlog:
             self._backlog.append(
-                (KafkaRecord(kafka_topic, key, value, headers), entry.delivered, -1)
+                (KafkaRecord(kafka_topic, key, value, headers), group.delivered, -1)
             )
         else:
             try:
                 self._producer.produce(
-                    kafka_topic, value, key, -1, entry.delivered, None, 0, headers
+                    kafka_topic, value, key, -1, group.delivered, None, 0, headers
                 )
             except BufferError:
                 self._backlog.append(
-                    (KafkaRecord(kafka_topic, key, value, headers), entry.delivered, -1)
+                    (KafkaRecord(kafka_topic, key, value, headers), group.delivered, -1)
                 )
                 self._pause()
         if window.count >= self._max_pending or window.bytes >= self._max_pending_bytes:
             self._pause()
 
+    def _new_group(self, kind: str) -> Group:
+        sub = self.subscriber
+        group = self._group = Group(sub.generation if sub is not None else 0, kind, self._read_mono)
+        self.window.add(group)
+        return group
+
     def on_read_done(self) -> None:
-        """The end of a socket read: produce every held record as its partition's marker."""
+        """The end of a socket read: produce every held record as its partition's marker; the
+        next read starts a new group and reads the clock again."""
         self._read_clock_stale = True
+        self._group = None
+        self.window.note_high_water()
+        if self._holding:
+            self._produce_held()
+
+    def _produce_held(self) -> None:
+        """Produce every held record as its partition's marker."""
         holding = self._holding
-        if not holding:
-            return
         produce = self._producer.produce
         for i, queue in enumerate(holding):
             marker = _take_marker(queue)
@@ -474,9 +494,8 @@ class TelemetryPipeline:
             generation = sub.generation if sub is not None else -1
             ack_generation = generation if generation != self._bad_generation else None
             acks: list[int] = []
-            append = acks.append
-            # per message only what must be: the histogram's bucket and the ack; the counts
-            # by topic kind are added up once per drain
+            # per group, not per message: the histograms' buckets (a group's messages share
+            # their read's time and their last report's), the acks, the counts by topic kind
             hist = stats.latency
             counts = hist.counts
             buckets = hist.buckets
@@ -487,35 +506,27 @@ class TelemetryPipeline:
             lag_total = 0.0
             first_bound = lag_buckets[0]
             kinds: dict[str, int] = {}
-            # the messages of one socket read share sent_at, and those of one poll done_at:
-            # their histogram buckets are looked up once per run, not per message
-            last_sent = last_done = -1.0
-            waited = lag = 0.0
-            bucket = lag_bucket = 0
-            for e in done:
-                err = e.error
+            for g in done:
+                err = g.error
                 if err is not None:
-                    self._on_delivery_error(e, err)
+                    self._on_delivery_error(g, err)
                     # nothing after a failed record on its connection may be acknowledged
                     if generation == self._bad_generation:
                         ack_generation = None
                     continue
-                kinds[e.topic] = kinds.get(e.topic, 0) + 1
-                if e.sent_at != last_sent:
-                    last_sent = e.sent_at
-                    waited = now - last_sent
-                    bucket = bisect_left(buckets, waited)
-                counts[bucket] += 1
-                total += waited
-                if e.packet_id and e.generation == ack_generation:
-                    append(e.packet_id)
-                    if e.done_at != last_done:
-                        last_done = e.done_at
-                        lag = now - last_done
-                        # the common case, no wait behind another, needs no search
-                        lag_bucket = 0 if lag <= first_bound else bisect_left(lag_buckets, lag)
-                    lag_counts[lag_bucket] += 1
-                    lag_total += lag
+                n = g.count
+                kinds[g.topic] = kinds.get(g.topic, 0) + n
+                waited = now - g.sent_at
+                counts[bisect_left(buckets, waited)] += n
+                total += waited * n
+                ids = g.packet_ids
+                if ids and g.generation == ack_generation:
+                    acks += ids
+                    lag = now - g.done_at
+                    # the common case, no wait behind another, needs no search
+                    lag_bucket = 0 if lag <= first_bound else bisect_left(lag_buckets, lag)
+                    lag_counts[lag_bucket] += len(ids)
+                    lag_total += lag * len(ids)
             hist.total += total
             lag_hist.total += lag_total
             stats.produced.update(kinds)
@@ -529,16 +540,17 @@ class TelemetryPipeline:
         if self._stopping and self.window.count == 0 and self._drained is not None:
             self._drained.set()
 
-    def _on_delivery_error(self, entry: Entry, err: Any) -> None:
-        self.stats.kafka_errors[err.name()] += 1
+    def _on_delivery_error(self, group: Group, err: Any) -> None:
+        # counted per message left unacknowledged
+        self.stats.kafka_errors[err.name()] += group.count
         if err.fatal() or err.code() in FATAL_DELIVERY_CODES:
-            self._set_fatal(f"Kafka refused records for {entry.topic}: {err.str()}")
+            self._set_fatal(f"Kafka refused records for {group.topic}: {err.str()}")
             return
         # Not acknowledged, and nothing after it on this connection may be: drop the
         # connection so Mosquitto redelivers everything unacknowledged (at-least-once).
         sub = self.subscriber
         # once per connection: a failed marker fails every record it covers
-        if sub is not None and entry.generation == sub.generation != self._bad_generation:
+        if sub is not None and group.generation == sub.generation != self._bad_generation:
             self._bad_generation = sub.generation
             log.error("Kafka delivery failed (%s); reconnecting to MQTT for redelivery", err.str())
             sub.drop_connection("Kafka delivery failed")

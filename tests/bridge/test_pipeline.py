@@ -18,6 +18,7 @@ def test_acks_wait_for_kafka_and_go_out_in_arrival_order(
     bridge, producer, sub = rig
     for mid, device in ((11, "a"), (12, "b"), (13, "a")):
         bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
+        bridge.on_read_done()  # a socket read each: each its own group
     bridge.on_publish("devices/c/telemetry", GOOD, 0, 0, False)  # QoS 0: nothing to ack
     assert sub.acks == []
     producer.deliver(1)  # b's partition confirms first
@@ -32,6 +33,28 @@ def test_acks_wait_for_kafka_and_go_out_in_arrival_order(
     assert sub.acks == [11, 12, 13]
     assert bridge.stats.produced["telemetry"] == 4
     assert bridge.window.count == 0
+
+
+def test_the_messages_of_one_read_are_acknowledged_together(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    for mid, device in ((1, "a"), (2, "b"), (3, "c")):
+        bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
+    bridge.on_read_done()
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 4, False)  # the next read
+    bridge.on_read_done()
+    producer.deliver(0)
+    producer.deliver(1)
+    producer.deliver(3)
+    bridge._drain()
+    assert sub.acks == []  # 3, the last of the first read, is not confirmed yet
+    producer.deliver(2)
+    bridge._drain()
+    assert sub.acks == [1, 2, 3, 4]
+    assert bridge.stats.produced["telemetry"] == 4
+    assert sum(bridge.stats.latency.counts) == 4  # the histograms count messages, not groups
+    assert sum(bridge.stats.ack_lag.counts) == 4
 
 
 def test_bad_input_is_produced_to_dlq_and_acked(
@@ -53,6 +76,7 @@ def test_pending_bound_pauses_reading_and_resumes_below_it(
     bridge, producer, sub = rig
     for mid in range(1, 6):
         bridge.on_publish("devices/a/telemetry", GOOD, 1, mid, False)
+        bridge.on_read_done()
     assert sub.paused
     assert bridge.window.count == 5
     producer.deliver(0)
@@ -88,6 +112,7 @@ def test_failed_delivery_drops_connection_and_never_acks_past_it(
     bridge, producer, sub = rig
     for mid in (1, 2, 3):
         bridge.on_publish("devices/a/telemetry", GOOD, 1, mid, False)
+        bridge.on_read_done()
     producer.deliver(0)
     producer.deliver(1, KafkaError(KafkaError._MSG_TIMED_OUT))
     producer.deliver(2)
@@ -193,6 +218,7 @@ def test_ack_lag_is_the_wait_of_a_confirmed_message_behind_an_unconfirmed_one(
     bridge, producer, sub = rig
     for mid, device in ((11, "a"), (12, "b")):
         bridge.on_publish(f"devices/{device}/telemetry", GOOD, 1, mid, False)
+        bridge.on_read_done()
     bridge.on_publish("devices/c/telemetry", GOOD, 0, 0, False)  # QoS 0: no PUBACK, no lag
     set_clock(100.0)  # the tick's poll at t=100 s
     producer.deliver(1)  # 12 confirmed at t=100 s, behind 11
