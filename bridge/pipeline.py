@@ -489,6 +489,8 @@ class TelemetryPipeline:
         done = self.window.pop_done()
         sub = self.subscriber
         if done:
+            if done[-1] is self._group:  # released while its read was open: the next starts anew
+                self._group = None
             stats = self.stats
             now = time.monotonic()
             generation = sub.generation if sub is not None else -1

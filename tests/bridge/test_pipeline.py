@@ -57,6 +57,20 @@ def test_the_messages_of_one_read_are_acknowledged_together(
     assert sum(bridge.stats.ack_lag.counts) == 4
 
 
+def test_a_group_released_before_its_read_ended_takes_no_more_messages(
+    rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
+) -> None:
+    bridge, producer, sub = rig
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 1, False)
+    producer.deliver(0)
+    bridge._drain()
+    bridge.on_publish("devices/a/telemetry", GOOD, 1, 2, False)  # no on_read_done between
+    producer.deliver(1)
+    bridge._drain()
+    assert sub.acks == [1, 2]
+    assert bridge.window.count == 0
+
+
 def test_bad_input_is_produced_to_dlq_and_acked(
     rig: tuple[TelemetryBridge, FakeProducer, FakeSubscriber],
 ) -> None:
