@@ -139,8 +139,11 @@ class Site:
         raise AssertionError(f"site {self.name}: {what} not within {timeout} s: {self.status()}")
 
     def device_cmd(self, mode: str, device: str, topic: str, **opts: Any) -> list[str]:
+        # --secret=: a secret may begin with "-" (base64url), which argparse would take for
+        # an option if it came as a word of its own
+        secret = self.devices[device]
         cmd = [sys.executable, str(DEVICE_HELPER), mode, "--port", str(self.port),
-               "--user", device, "--secret", self.devices[device], "--topic", topic]  # fmt: skip
+               f"--user={device}", f"--secret={secret}", "--topic", topic]  # fmt: skip
         for key, value in opts.items():
             cmd += [f"--{key}", str(value)]
         return self.ns.in_site(*cmd)
@@ -197,6 +200,8 @@ def site_factory(
         return site
 
     yield make
+    # a test that failed during a cut must not leave the module's NAT router cut for the next
+    nat_site.heal()
     for site in made:
         for proc in site.listeners:
             proc.kill()
