@@ -18,7 +18,6 @@ up`: the registry admin's secret), which per-device logins need too.
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import uuid
@@ -157,16 +156,6 @@ def _restore_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _collect_module_garbage() -> Iterator[None]:
-    """A full collection after each module: Kafka clients caught in reference cycles (a
-    traceback's frames, a service and the tracker holding each other) otherwise live on, their
-    threads calling a module's private Kafka long after it stopped, until some later
-    collection (CI logs showed such producers logging connection failures modules later)."""
-    yield
-    gc.collect()
 
 
 @pytest.fixture(scope="session")
