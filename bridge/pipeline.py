@@ -149,12 +149,12 @@ class TelemetryPipeline:
         self._max_payload = config.max_payload_bytes
         # MQTT topic -> what its records share (bridge.routes); cleared when tenants change
         self._routes: dict[str, Route] = {}
-        self._received_ms = -1  # the received_at header, built once per millisecond
+        # the received_at header and its millisecond, also the current socket read's wall clock
+        self._received_ms = -1
         self._received_header: tuple[str, bytes] = ("received_at", b"")
         # the clocks of the current socket read, read at its first message (on_read_done
         # marks them stale): every message of one read arrived at the same time
         self._read_clock_stale = True
-        self._read_ms = 0
         self._read_mono = 0.0
         self._group: Group | None = None  # the group the read's messages join (bridge.pending)
         self.linger: AdaptiveLinger | None = None
@@ -180,12 +180,13 @@ class TelemetryPipeline:
         if self._read_clock_stale:
             self._read_clock_stale = False
             self._read_mono = time.monotonic()
-            now_ms = self._read_ms = time.time_ns() // 1_000_000
+            now_ms = time.time_ns() // 1_000_000
             if now_ms != self._received_ms:
                 self._received_ms = now_ms
                 self._received_header = ("received_at", str(now_ms).encode())
         else:
-            now_ms = self._read_ms
+            now_ms = self._received_ms
+        size = len(payload)
         route = self._routes.get(topic)
         if route is None:
             route = self._new_route(topic)
@@ -198,7 +199,7 @@ class TelemetryPipeline:
             rec = self._over_quota(topic, payload, now_ms)
         elif (
             route.fast
-            and len(payload) <= self._max_payload
+            and size <= self._max_payload
             and accepts_payload(payload, route.device_id, route.telemetry)
         ):
             # the common message: one parse, one check, the topic's precomputed parts
@@ -236,10 +237,9 @@ class TelemetryPipeline:
             kind = route.kind
         stats.received[route.channel] += 1
         stats.tenant_received[tenant] += 1
-        stats.received_bytes += len(payload)
+        stats.received_bytes += size
         if dup:
             stats.redelivered += 1
-        size = len(payload)
         group = self._group
         if group is None or group.topic != kind:
             group = self._new_group(kind)
