@@ -99,11 +99,12 @@ class Runner:
         devices: int | None = None,
         processes: int = 1,
         rate: float | None = None,
+        duration_s: float | None = None,
     ) -> RunResult:
         opts = self.opts
         devices = devices or opts.devices
         qos = qos_of(contender)
-        duration = opts.duration_s
+        duration = duration_s or opts.duration_s
         warmup = max(1.0, 0.2 * duration)
         result = RunResult(
             contender=contender,
