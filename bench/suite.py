@@ -4,10 +4,9 @@ Order: unmeasured warm-up runs (``warmup_plan``: Kafka's own producer benchmark,
 bridge; the broker's JVM compiles its produce path under the first load, and recompiles it
 after the first load of a different shape), then throughput for each payload size
 (``round_order``: limit, our bridge at QoS 1 and QoS 0, the naive bridge, mq-bridge, and
-Kafka's own producer benchmark last),
-then latency at half of our QoS 1 maximum and at 1 % of it (the limit, our bridge,
-mq-bridge), then our bridge's scaling (1/2/4 processes on a shared subscription, 1,000 vs
-10,000 devices).
+Kafka's own producer benchmark last), then latency at half of our QoS 1 maximum and at 1 %
+of it (the limit, our bridge, mq-bridge), then our bridge's scaling (1/2/4 processes on a
+shared subscription, 1,000 vs 10,000 devices).
 One contender in one scenario: ``bench.suite_runner``; the options and contenders:
 ``bench.suite_options``; the machine: ``bench.machine``.
 """
@@ -106,12 +105,13 @@ WARMUP_S = 30.0  # of our bridge's load before round 1 (see warmup_plan)
 def warmup_plan(options: SuiteOptions) -> list[tuple[str, int, float]]:
     """The unmeasured runs before round 1, in order, as (contender, payload, seconds).
 
-    Kafka's JVM compiles its produce path under the first load. Sampled per thread, the
-    broker's C2 compiler threads still took 0.24-0.35 cores in the first seconds of our
-    first measured round after 10 s of our bridge's load, and about nothing after 30 s; the
-    Java benchmark's first run sets off another round of compilation and G1 marking. So the
-    Java benchmark runs once first, then our bridge for WARMUP_S (or 3 runs' time, if more),
-    and round 1 meets a broker that has compiled both shapes."""
+    Kafka's JVM compiles its produce path under the first load, and the Java benchmark's
+    first run sets off another round of compilation and G1 marking. Sampled per thread,
+    after 10 s of our bridge's load the broker's C2 compiler threads still took 0.24-0.35
+    cores in the first seconds of our first measured round. So the Java benchmark runs once
+    first, then our bridge for WARMUP_S (or 3 runs' time, if more): in three `make bench`
+    runs Kafka then used 0.16-0.20 cores in our first round (0.31-0.36 before, 0.10-0.11 in
+    later rounds)."""
     if not options.warmup or OURS not in options.contenders or not options.payloads:
         return []
     first = options.payloads[0]
