@@ -115,7 +115,9 @@ def sim_login_args(port: int) -> list[str]:
     login = login_for(port)
     if login is None:
         return []
-    return ["--mqtt-username", login.username, "--mqtt-password", login.password]
+    # "=": a generated secret is base64url and may begin with "-", which argparse would
+    # take for an option if it stood alone
+    return [f"--mqtt-username={login.username}", f"--mqtt-password={login.password}"]
 
 
 class Credentials(TypedDict, total=False):

@@ -66,3 +66,15 @@ def test_servers_someone_runs_take_the_login_from_the_environment(
     assert (found.login.username, found.login.password) == ("svc/other", "pw")
     monkeypatch.delenv("IOT_TEST_MQTT_USERNAME")
     assert _env_endpoints("mqtt://mq.example:11997", "k:9092").login is None  # anonymous
+
+
+def test_sim_login_args_carry_a_secret_that_begins_with_a_dash() -> None:
+    """A generated secret is base64url and begins with "-" one time in 64: the simulator's
+    parser must still read it as the password (it once took it for an option)."""
+    from device_sim.cli import build_parser
+    from tests.plugins.mqtt_logins import MqttLogin, register, sim_login_args
+
+    port = 1  # no fixture Mosquitto runs on port 1
+    register(port, MqttLogin(username="tests", password="-Ab_9"))
+    args = build_parser({}).parse_args(["run", *sim_login_args(port)])
+    assert (args.mqtt_username, args.mqtt_password) == ("tests", "-Ab_9")
