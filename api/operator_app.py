@@ -149,8 +149,12 @@ class OperatorHandlers:
     async def close(self) -> None:
         self.closing.set()
         await asyncio.to_thread(self.feed.stop)
-        if self.path is not None:
-            await asyncio.to_thread(self.path.close)
+        # librdkafka frees a producer only with the object, and the handlers outlive the
+        # service while anything references the app: let go of the command path, or its
+        # two producers stay alive (and reconnect to a stopped Kafka) as long as they do
+        path, self.path = self.path, None
+        if path is not None:
+            await asyncio.to_thread(path.close)
         self.operators.close()
 
     async def _read(self, caller: Caller, what: Callable[[Registry], T]) -> T:

@@ -15,6 +15,8 @@ import pytest
 
 from api.config import ApiConfig
 from api.kafka_health import KafkaHealth
+from api.operator_app import OperatorHandlers
+from api.operator_kafka import CommandPath
 from api.service import ApiService
 
 
@@ -114,4 +116,22 @@ def test_no_kafka_client_outlives_a_failed_start(dead_kafka: str) -> None:
         service = _service(dead_kafka, taken.getsockname()[1])
         with pytest.raises(OSError, match="address already in use"):
             asyncio.run(service.run())
+    assert _settles_at(before) == before
+
+
+def test_the_operator_command_path_is_freed_by_close(dead_kafka: str) -> None:
+    """The operator routes' command path holds two producers; they once outlived the service
+    as long as its handlers were referenced, reconnecting to a Kafka long stopped."""
+    before = _baseline()
+    handlers = OperatorHandlers(
+        ApiConfig.load([], environ={}, kafka_bootstrap=dead_kafka, insecure_anonymous=True)
+    )
+
+    async def life() -> None:
+        handlers.path = CommandPath(dead_kafka, "t.commands", "t.status", "t.replies")
+        assert _rdk_threads() > before
+        await handlers.close()
+
+    asyncio.run(life())
+    assert handlers is not None  # still referenced here
     assert _settles_at(before) == before
