@@ -7,8 +7,10 @@ import uuid
 
 import pytest
 
+from device_sim.cli import build_parser
 from tests.conftest import Endpoints
-from tests.plugins.mqtt_logins import login_for
+from tests.plugins import mqtt_logins
+from tests.plugins.mqtt_logins import MqttLogin, login_for, sim_login_args
 from tests.registry.mqtt_probe import Probe, connack_of, wait_for
 
 REFUSED = {0x86, 0x87}  # Bad user name or password / Not authorized (dynsec answers 0x87)
@@ -68,13 +70,12 @@ def test_servers_someone_runs_take_the_login_from_the_environment(
     assert _env_endpoints("mqtt://mq.example:11997", "k:9092").login is None  # anonymous
 
 
-def test_sim_login_args_carry_a_secret_that_begins_with_a_dash() -> None:
+def test_sim_login_args_carry_a_secret_that_begins_with_a_dash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A generated secret is base64url and begins with "-" one time in 64: the simulator's
     parser must still read it as the password (it once took it for an option)."""
-    from device_sim.cli import build_parser
-    from tests.plugins.mqtt_logins import MqttLogin, register, sim_login_args
-
-    port = 1  # no fixture Mosquitto runs on port 1
-    register(port, MqttLogin(username="tests", password="-Ab_9"))
+    port = 1  # no fixture Mosquitto runs on port 1; the login is gone after the test
+    monkeypatch.setitem(mqtt_logins._LOGINS, port, MqttLogin(username="tests", password="-Ab_9"))
     args = build_parser({}).parse_args(["run", *sim_login_args(port)])
     assert (args.mqtt_username, args.mqtt_password) == ("tests", "-Ab_9")
