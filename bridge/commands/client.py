@@ -184,16 +184,24 @@ class CommandClient:
         self.topic_status = topic_status
         self.topic_replies = topic_replies
         self._extra = dict(extra or {})
-        settings: dict[str, Any] = {
+        self._settings: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "acks": "all",
             "partitioner": "murmur2_random",
             "linger.ms": linger_ms,
         }
-        settings.update(self._extra)
-        self._producer = Producer(settings)
+        self._settings.update(self._extra)
+        # Made at the first send: a client that only reads statuses (iot-api's status lookup,
+        # `iot-cmd status`) holds no producer and its threads.
+        self._made: Producer | None = None
         self._errors: list[str] = []
+
+    @property
+    def _producer(self) -> Producer:
+        if self._made is None:
+            self._made = Producer(self._settings)
+        return self._made
 
     def send(
         self,
@@ -258,7 +266,7 @@ class CommandClient:
             self.flush()
 
     def flush(self, timeout: float = 30.0) -> None:
-        left = self._producer.flush(timeout)
+        left = self._made.flush(timeout) if self._made is not None else 0
         if left or self._errors:
             raise CommandPathError(
                 f"writing to {self.topic_commands} failed: {left} unsent, errors {self._errors[:3]}"
@@ -307,4 +315,8 @@ class CommandClient:
             tail.close()
 
     def close(self) -> None:
-        self._producer.flush(10)
+        """Flush what was sent and free the producer (confluent-kafka frees a client only with
+        the object: a flushed one left referenced keeps its threads and reconnects)."""
+        made, self._made = self._made, None
+        if made is not None:
+            made.flush(10)
