@@ -30,7 +30,8 @@ seconds of every process in the measured window, a stage breakdown); ``--out-dir
 Modules, one job each: ``options`` (the command line), ``stack_setup`` (servers, topics,
 settings), ``processes`` (the command path and iot-sim as child processes), ``telemetry`` (the
 telemetry load and its Kafka-side count), ``sender`` (commands sent at the rate, statuses
-followed), ``cpu_window`` (CPU seconds per process group), ``measure`` (round trips, stages,
+followed), ``cpu_window`` (CPU seconds per process group), ``broker_saves`` (Mosquitto's saves
+in the measured window, from its disk writes), ``measure`` (round trips, stages,
 timeline: pure), ``result`` (the figures of one run), ``report`` (JSON and Markdown), ``run``
 (one run, composed of the above), ``cli`` (``main``).
 """

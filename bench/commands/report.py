@@ -40,6 +40,17 @@ def _condition(r: Mapping[str, Any]) -> str:
     )
 
 
+def _saves_line(saved: Mapping[str, Any] | None) -> str:
+    if saved is None:
+        return "Mosquitto's saves in the measured window: not read (not our Mosquitto)."
+    return (
+        f"Mosquitto's saves in the measured window: {saved['saves']}, "
+        f"{_fmt(saved['written_mb'], 0)} MB written (largest {_fmt(saved['largest_mb'], 0)} MB, "
+        f"longest {_fmt(saved['longest_s'], 2)} s, {saved['share_of_window']:.0%} of the "
+        "window); each rewrites the whole store, and Mosquitto serves no client meanwhile."
+    )
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """``commands.md``: the condition, the verdict, the figures, the cost, the machine."""
     r = doc["result"]
@@ -77,6 +88,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             else ""
         )
         + ".",
+        f"- {_saves_line(r.get('mosquitto_saves'))}",
         "",
         "## Round trip (send to `succeeded` read back from Kafka)",
         "",

@@ -40,6 +40,8 @@ class Result:
     window_s: float
     cpu_s: dict[str, float | None]
     bridge_cpu_s: float | None
+    # Mosquitto's saves in the window (broker_saves.summary), None if it could not be read
+    mosquitto_saves: dict[str, float | int] | None = None
     responder_counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)  # --setting NAME=VALUE

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.commands import measure
+from bench.commands import broker_saves, measure
 from bench.commands.cpu_window import CpuWindow, disturbance_note
 from bench.commands.errors import BenchError
 from bench.commands.options import HALF
@@ -117,6 +117,7 @@ class Window:
     started_wall: float
     cpu_s: dict[str, float | None]
     telemetry_in_kafka: int
+    saves: list[broker_saves.Save] | None  # None: Mosquitto's writes could not be read
 
 
 def _round(value: float | None) -> float | None:
@@ -180,14 +181,24 @@ def measured_window(
     """``--duration`` s of commands at ``--rate``, recorded, with the CPU used meanwhile."""
     cpu = CpuWindow(parts.cpu_groups(servers), alone=frozenset({THIS_PROCESS}))
     telemetry_before = monitor.latest()[1]
+    saves = broker_saves.SaveWatch(servers.mosquitto_pid)
+    saves.start()
     cpu.start()
     t_start = time.monotonic()
     started_wall = time.time()
     sender.drive(args.rate, args.duration, record=True)
     t_end = time.monotonic()
     cpu_used = cpu.stop()
+    seen = saves.stop()
     telemetry_after = monitor.latest(after=t_end)[1]
-    return Window(t_start, t_end, started_wall, cpu_used, telemetry_after - telemetry_before)
+    return Window(
+        t_start,
+        t_end,
+        started_wall,
+        cpu_used,
+        telemetry_after - telemetry_before,
+        seen if saves.samples else None,
+    )
 
 
 def run(args: argparse.Namespace, servers: Servers) -> Result:
@@ -269,6 +280,8 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
         ):
             notes.append(note)
 
+        window_s = window.t_end - window.t_start
+        saved = broker_saves.summary(window.saves, window_s) if window.saves is not None else None
         sent_at, finals = sender.sent_at, sender.finals
         last_final = max((t for _, t in finals.values()), default=send_end)
         rtts = measure.round_trips_ms(sent_at, finals)
@@ -302,7 +315,8 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
             telemetry_devices=args.telemetry_devices,
             telemetry_published=telemetry_published,
             telemetry_acked=telemetry_acked,
-            window_s=round(window.t_end - window.t_start, 3),
+            window_s=round(window_s, 3),
+            mosquitto_saves=saved,
             cpu_s=window.cpu_s,
             bridge_cpu_s=window.cpu_s.get(bridge_key),
             responder_counts=responder_counts,

@@ -80,3 +80,20 @@ def test_outputs_written_where_asked(tmp_path: Path) -> None:
     assert json.loads(out.read_text()) == doc["result"]
     assert json.loads((tmp_path / "dir" / "commands.json").read_text()) == full
     assert "**met**" in (tmp_path / "dir" / "commands.md").read_text()
+
+
+def test_the_page_says_what_mosquittos_saves_cost() -> None:
+    doc = _doc(p99=900.0)
+    result = doc["result"]
+    assert isinstance(result, dict)
+    result["mosquitto_saves"] = {
+        "saves": 5,
+        "written_mb": 2_400.0,
+        "largest_mb": 610.0,
+        "longest_s": 0.9,
+        "share_of_window": 0.15,
+    }
+    text = render_markdown(doc)
+    assert "Mosquitto's saves in the measured window: 5, 2,400 MB written (largest 610 MB" in text
+    assert "15% of the window" in text
+    assert "saves in the measured window: not read" in render_markdown(_doc(p99=50.0))
