@@ -1,4 +1,4 @@
-"""CPU time and peak memory of a process, read from /proc (Linux)."""
+"""CPU time, peak memory and disk writes of a process, read from /proc (Linux)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,19 @@ def peak_rss_mb(pid: int) -> float | None:
     for line in status.splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
+    return None
+
+
+def write_bytes(pid: int) -> int | None:
+    """The bytes the process has caused to be written to storage so far (``write_bytes`` of
+    /proc/PID/io), None if it is gone or unreadable."""
+    try:
+        io = Path(f"/proc/{pid}/io").read_text()
+    except OSError:
+        return None
+    for line in io.splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
     return None
 
 

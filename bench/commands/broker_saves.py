@@ -14,7 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+from bench.procstat import write_bytes
 
 MIN_SAVE_BYTES = 64 * 1024  # smaller bursts are log lines, not a save
 GAP_S = 1.0  # increases closer than this belong to one save
@@ -64,21 +65,9 @@ def summary(saves: Sequence[Save], window_s: float) -> dict[str, float | int]:
     }
 
 
-def write_bytes(pid: int) -> int | None:
-    """The process's cumulative ``write_bytes`` (bytes it caused to be written to storage)."""
-    try:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name == "write_bytes":
-                return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 class SaveWatch:
     """Samples a process's ``write_bytes`` every ``interval`` s in a thread between start and
-    stop; ``stop`` returns the saves seen (empty when the process could not be read)."""
+    stop; ``stop`` returns the saves seen, None when the process could not be read."""
 
     def __init__(
         self,
@@ -105,7 +94,7 @@ class SaveWatch:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> list[Save]:
+    def stop(self) -> list[Save] | None:
         self._stop.set()
         self._thread.join(5)
-        return saves_from_samples(self.samples)
+        return saves_from_samples(self.samples) if self.samples else None

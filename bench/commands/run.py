@@ -117,7 +117,7 @@ class Window:
     started_wall: float
     cpu_s: dict[str, float | None]
     telemetry_in_kafka: int
-    saves: list[broker_saves.Save] | None  # None: Mosquitto's writes could not be read
+    saves: dict[str, float | int] | None  # broker_saves.summary; None: not read
 
 
 def _round(value: float | None) -> float | None:
@@ -197,7 +197,7 @@ def measured_window(
         started_wall,
         cpu_used,
         telemetry_after - telemetry_before,
-        seen if saves.samples else None,
+        broker_saves.summary(seen, t_end - t_start) if seen is not None else None,
     )
 
 
@@ -280,8 +280,6 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
         ):
             notes.append(note)
 
-        window_s = window.t_end - window.t_start
-        saved = broker_saves.summary(window.saves, window_s) if window.saves is not None else None
         sent_at, finals = sender.sent_at, sender.finals
         last_final = max((t for _, t in finals.values()), default=send_end)
         rtts = measure.round_trips_ms(sent_at, finals)
@@ -315,8 +313,8 @@ def run(args: argparse.Namespace, servers: Servers) -> Result:
             telemetry_devices=args.telemetry_devices,
             telemetry_published=telemetry_published,
             telemetry_acked=telemetry_acked,
-            window_s=round(window_s, 3),
-            mosquitto_saves=saved,
+            window_s=round(window.t_end - window.t_start, 3),
+            mosquitto_saves=window.saves,
             cpu_s=window.cpu_s,
             bridge_cpu_s=window.cpu_s.get(bridge_key),
             responder_counts=responder_counts,

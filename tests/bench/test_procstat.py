@@ -1,10 +1,10 @@
-"""bench.procstat: CPU meters of processes and of the whole machine."""
+"""bench.procstat: CPU meters of processes and of the whole machine, and disk writes."""
 
 from __future__ import annotations
 
 import os
 
-from bench.procstat import CpuMeter, MachineCpuMeter, machine_busy_seconds
+from bench.procstat import CpuMeter, MachineCpuMeter, machine_busy_seconds, write_bytes
 
 
 def test_the_machine_meter_gives_the_busy_seconds_between_its_marks() -> None:
@@ -34,3 +34,8 @@ def test_real_meters_count_this_process_spinning() -> None:
     spent = machine.used()
     assert spent is not None
     assert spent >= 0.15  # this process alone kept one core busy
+
+
+def test_write_bytes_reads_this_process_and_not_a_missing_one() -> None:
+    assert isinstance(write_bytes(os.getpid()), int)
+    assert write_bytes(2**22 + 12345) is None
