@@ -26,6 +26,7 @@ COPY pyproject.toml README.md ./
 COPY mqtt_codec/ mqtt_codec/
 COPY appconfig/ appconfig/
 COPY bridge/ bridge/
+COPY commands/ commands/
 COPY device_sim/ device_sim/
 COPY registry/ registry/
 COPY api/ api/

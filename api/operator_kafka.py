@@ -18,8 +18,8 @@ from api.console.fleet import FleetState
 from api.kafka_admin import KafkaUnavailableError
 from api.kafka_batch import take
 from api.operator_model import SendRequest, status_tenant
-from bridge.commands.client import CommandClient, command_record, new_command_id
-from bridge.commands.status import status_fields
+from commands.client import CommandClient, command_record, new_command_id
+from commands.status import status_fields
 from registry.ids import DEFAULT_TENANT
 
 _READ_S = 20.0

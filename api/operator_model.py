@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from api.errors import ACCESS_NOT_PERMITTED, INCORRECT_JSON, RESOURCE_NOT_FOUND, ApiError
-from bridge.commands.model import parse_target
+from commands.model import parse_target
 from registry.ids import DEFAULT_TENANT
 from registry.model import Role
 

@@ -1,42 +1,52 @@
-"""``iot-bridge``: the MQTT -> Kafka telemetry bridge (and, if enabled, the command path)."""
+"""``python -m bridge.cli``: the MQTT -> Kafka telemetry bridge alone.
+
+``iot-bridge`` is this bridge with the command path's settings too, and the command path in
+its process when ``commands_enabled`` (``commands/inline.py``; the bridge does not import the
+command path). Both share :func:`build_parser` and :func:`run`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import signal
 import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-from bridge import __version__
 from bridge import config as config_mod
 from bridge.config import BridgeConfig
 from bridge.console import new_parser, parse_args
 from bridge.errors import ConfigError
+from bridge.runner import SidePathFactory, serve
 
-log = logging.getLogger(__name__)
+DESCRIPTION = (
+    "Bridge device telemetry from Mosquitto (MQTT 5, persistent session) into Kafka. "
+    "QoS 1 messages are acknowledged only after Kafka confirmed them, in arrival order. "
+    "Every setting can also be given as an IOT_<NAME> environment variable; flags win."
+)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = new_parser(
-        "iot-bridge",
-        "Bridge device telemetry from Mosquitto (MQTT 5, persistent session) into Kafka. "
-        "QoS 1 messages are acknowledged only after Kafka confirmed them, in arrival order. "
-        "Every setting can also be given as an IOT_<NAME> environment variable; flags win.",
-    )
-    config_mod.add_arguments(parser)
+def build_parser(
+    add_arguments: Callable[[argparse.ArgumentParser], None] = config_mod.add_arguments,
+) -> argparse.ArgumentParser:
+    """``iot-bridge``'s parser with the settings ``add_arguments`` adds (the bridge's)."""
+    parser = new_parser("iot-bridge", DESCRIPTION)
+    add_arguments(parser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def run(
+    argv: list[str] | None,
+    parser: argparse.ArgumentParser,
+    config_of: Callable[[argparse.Namespace], BridgeConfig],
+    side: Callable[[BridgeConfig], SidePathFactory | None] = lambda cfg: None,
+) -> int:
+    """Parse ``argv``, build the config, and run the bridge (with the side path ``side`` gives
+    for that config, if any) until stopped; the exit code."""
     ns = parse_args(parser, argv)
     if isinstance(ns, int):
         return ns
     try:
-        cfg = config_mod.from_namespace(ns)
+        cfg = config_of(ns)
     except ConfigError as exc:
         print(f"iot-bridge: {exc}", file=sys.stderr)
         return 2
@@ -44,84 +54,13 @@ def main(argv: list[str] | None = None) -> int:
 
     logs.configure(cfg.log_level, cfg.log_format)
     try:
-        return asyncio.run(_serve(cfg))
+        return asyncio.run(serve(cfg, side(cfg)))
     except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled inside the loop
         return 0
 
 
-async def _serve(cfg: BridgeConfig) -> int:
-    from prometheus_client import CollectorRegistry
-
-    from bridge.http import HealthServer
-    from bridge.service import TelemetryBridge
-    from bridge.stats import BridgeCollector
-
-    bridge = TelemetryBridge(cfg)
-    registry = CollectorRegistry()
-    registry.register(BridgeCollector(bridge.stats, bridge.gauges, bridge.mqtt_errors))
-    if cfg.mqtt_auth_metrics_file:
-        from bridge.broker_auth import BrokerAuthCollector
-
-        path = Path(cfg.mqtt_auth_metrics_file)
-        registry.register(BrokerAuthCollector(path, lambda: bridge.ready_tenants))
-    http = HealthServer(
-        cfg.http_host,
-        cfg.http_port,
-        registry,
-        alive=lambda: bridge.alive,
-        ready=lambda: bridge.ready,
-    )
-    try:
-        http.start()
-    except OSError as exc:
-        log.critical("cannot listen on %s:%s: %s", cfg.http_host, cfg.http_port, exc)
-        return 1
-    log.info(
-        "iot-bridge %s: metrics/health on http://%s:%d (/metrics /healthz /readyz)",
-        __version__,
-        cfg.http_host,
-        http.port,
-        extra={"http_port": http.port, "event": "http_listening"},
-    )
-    log.info("settings", extra={"settings": cfg.redacted()})
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _on_signal, bridge, sig)
-    commands: Any = None
-    bridge_task = asyncio.create_task(bridge.run(), name="telemetry")
-    code = 0
-    try:
-        if cfg.commands_enabled:
-            from bridge.commands.metrics import CommandCollector
-            from bridge.commands.service import CommandService  # lazy: only when enabled
-
-            commands = CommandService(cfg)
-            registry.register(CommandCollector(commands))  # same metrics as `iot-cmd serve`
-            try:
-                # start() rebuilds the pending set from Kafka and connects: off the loop, so
-                # the telemetry path runs meanwhile
-                await asyncio.to_thread(commands.start)
-                log.info("command path started")
-            except Exception as exc:
-                log.critical("command path failed to start: %s", exc, exc_info=True)
-                commands = None
-                code = 1
-                bridge.request_stop()
-        code = max(code, await bridge_task)
-    finally:
-        if not bridge_task.done():
-            bridge.request_stop()
-            await bridge_task
-        if commands is not None:
-            await asyncio.to_thread(commands.stop, cfg.shutdown_timeout_s)
-        http.stop()
-    log.info("exiting with code %d", code)
-    return code
-
-
-def _on_signal(bridge: Any, sig: signal.Signals) -> None:
-    log.info("%s received: stopping gracefully", sig.name)
-    bridge.request_stop()
+def main(argv: list[str] | None = None) -> int:
+    return run(argv, build_parser(), config_mod.from_namespace)
 
 
 if __name__ == "__main__":

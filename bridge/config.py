@@ -5,6 +5,9 @@ help text. Its environment variable is ``IOT_`` + the field name in upper case (
 ``mqtt_host`` -> ``IOT_MQTT_HOST``, ``topic_telemetry`` -> ``IOT_TOPIC_TELEMETRY``) and its
 command-line flag is ``--`` + the field name with dashes (``--mqtt-host``). Precedence:
 defaults < environment < flags. The object is frozen and validated in ``__post_init__``.
+
+The command path's settings (``commands/config.py``, ``CommandConfig``) extend these: it reaches
+the same Mosquitto and Kafka with the same ``IOT_*`` settings, and adds its own.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from appconfig import settings as appsettings
 from bridge.errors import ConfigError
@@ -35,6 +38,8 @@ _setting = appsettings.setting
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     """All bridge settings. Build with :meth:`load` (defaults < ``IOT_*`` env < flags)."""
+
+    describes: ClassVar[str] = "bridge"  # what the settings are of, for error messages
 
     # --- MQTT (device side) -------------------------------------------------------------------
     mqtt_host: str = _setting("localhost", "Mosquitto host name or address.")
@@ -118,17 +123,6 @@ class BridgeConfig:
     topic_events: str = _setting("iot.events", "Kafka topic for device events.")
     topic_dlq: str = _setting("iot.dlq", "Kafka topic for rejected device input.")
     topic_presence: str = _setting("iot.presence", "Kafka topic (compacted) for presence.")
-    topic_commands: str = _setting("iot.commands", "Kafka topic the command path consumes.")
-    topic_command_status: str = _setting(
-        "iot.command-status", "Kafka topic (compacted) for command states."
-    )
-    topic_command_replies: str = _setting(
-        "iot.command-replies", "Kafka topic for device replies to commands."
-    )
-    topic_commands_dlq: str = _setting(
-        "iot.commands.dlq", "Kafka topic for commands that expired or ran out of attempts."
-    )
-
     # --- Tenants (docs/security.md) --------------------------------------------------------------
     registry_topic: str = _setting(
         "",
@@ -177,50 +171,14 @@ class BridgeConfig:
         "auto", "Log format: json, text, or auto (text on a terminal, JSON lines otherwise)."
     )
 
-    # --- Command path (issue 5; read by bridge.commands) ---------------------------------------
-    commands_enabled: bool = _setting(
-        False, "Also run the command path (Kafka iot.commands -> devices) in this process."
-    )
-    command_timeout_ms: int = _setting(
-        30000, "Default time a command waits for the device's reply (ms)."
-    )
-    command_max_attempts: int = _setting(3, "Default delivery attempts per command.")
-    command_group_id: str = _setting(
-        "iot-bridge-commands", "Kafka consumer group of the command path."
-    )
-    # --- Command path: fields added by the command-path engineer go below this line ------------
-    command_mqtt_client_id: str = _setting(
-        "iot-bridge-commands",
-        "MQTT client id of the command path (its own persistent session: replies that arrive "
-        "while the bridge is down wait there).",
-    )
-    command_mqtt_publishers: int = _setting(
-        16,
-        "MQTT connections the command path publishes commands on, besides the one that receives "
-        "replies (0 = that one publishes too). Mosquitto reads one packet per connection per "
-        "pass of its event loop, so under telemetry load one connection queues commands.",
-    )
-    command_linger_ms: int = _setting(
-        5,
-        "linger.ms of the command path's producer (statuses, replies, dead letters): every "
-        "status waits this long at most; longer batches cost the broker less per command.",
-    )
-    command_fetch_wait_ms: int = _setting(
-        5,
-        "How long a fetch of iot.commands waits for more records (ms): the command path's "
-        "added latency at most, traded for far fewer fetch requests at high command rates.",
-    )
-    command_max_inflight: int = _setting(
-        1000, "Command publishes in flight to Mosquitto (unacknowledged QoS 1) at most."
-    )
-    command_http_port: int = _setting(
-        9101,
-        "Port of `iot-cmd serve`'s metrics (/metrics) and health (/healthz, /readyz) endpoint, "
-        "on http_host; 0 = no endpoint. (Inline, iot-bridge exports the same metrics on "
-        "http_port.)",
-    )
-
     def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ConfigError(f"invalid {self.describes} configuration: " + "; ".join(problems))
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings (empty: nothing). A config that extends this one
+        (the command path's, ``commands/config.py``) adds its own checks to these."""
         problems: list[str] = []
 
         def need(ok: bool, message: str) -> None:
@@ -262,10 +220,6 @@ class BridgeConfig:
             "topic_events",
             "topic_dlq",
             "topic_presence",
-            "topic_commands",
-            "topic_command_status",
-            "topic_command_replies",
-            "topic_commands_dlq",
         ):
             need(bool(_TOPIC_RE.match(getattr(self, name))), f"{name} is not a valid Kafka topic")
         need(
@@ -287,20 +241,7 @@ class BridgeConfig:
         need(0 <= self.http_port <= 65535, "http_port must be 0-65535")
         need(self.log_level in _LOG_LEVELS, f"log_level must be one of {_LOG_LEVELS}")
         need(self.log_format in _LOG_FORMATS, f"log_format must be one of {_LOG_FORMATS}")
-        need(self.command_timeout_ms >= 1, "command_timeout_ms must be >= 1")
-        need(self.command_max_attempts >= 1, "command_max_attempts must be >= 1")
-        need(bool(self.command_group_id), "command_group_id must not be empty")
-        need(
-            0 < len(self.command_mqtt_client_id) <= 120,
-            "command_mqtt_client_id must be 1-120 characters (publisher links add -pN)",
-        )
-        need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
-        need(0 <= self.command_mqtt_publishers <= 64, "command_mqtt_publishers must be 0-64")
-        need(0 <= self.command_fetch_wait_ms <= 1000, "command_fetch_wait_ms must be 0-1000")
-        need(0 <= self.command_linger_ms <= 1000, "command_linger_ms must be 0-1000")
-        need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
-        if problems:
-            raise ConfigError("invalid bridge configuration: " + "; ".join(problems))
+        return problems
 
     # --- construction ------------------------------------------------------------------------
 
@@ -310,14 +251,14 @@ class BridgeConfig:
         argv: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
         **overrides: Any,
-    ) -> BridgeConfig:
+    ) -> Self:
         """Defaults < ``IOT_*`` environment < ``argv`` flags < keyword ``overrides``."""
         parser = argparse.ArgumentParser(add_help=False)
-        add_arguments(parser)
+        appsettings.add_arguments(parser, cls, "settings")
         ns = parser.parse_args(list(argv or []))
-        return from_namespace(ns, environ, **overrides)
+        return appsettings.from_namespace(cls, ns, environ, overrides, ConfigError)
 
-    def with_changes(self, **changes: Any) -> BridgeConfig:
+    def with_changes(self, **changes: Any) -> Self:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 

@@ -1,8 +1,9 @@
-"""librdkafka settings of the bridge's producers and consumers, from `BridgeConfig`.
+"""librdkafka settings of the bridge's producer and consumers, from `BridgeConfig`.
 
-Pure: builds dictionaries, opens nothing. The telemetry path and the command path follow the
-same producer rules (the design's: idempotent, ``acks=all``, the Java client's partitioner so
-that a device keeps its partition); only their batching differs.
+Pure: builds dictionaries, opens nothing. The telemetry path and the command path
+(``commands/kafka_settings.py``) follow the same producer rules (the design's: idempotent,
+``acks=all``, the Java client's partitioner so that a device keeps its partition); only their
+batching differs.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from typing import Any
 from bridge.config import BridgeConfig, parse_kafka_extra
 
 __all__ = [
-    "commands_consumer_settings",
     "consumer_security",
     "producer_config",
-    "producer_settings",
+    "producer_rules",
 ]
 
 
-def _producer_rules(config: BridgeConfig, linger_ms: int) -> dict[str, Any]:
+def producer_rules(config: BridgeConfig, linger_ms: int) -> dict[str, Any]:
+    """The design's producer rules, which the command path's producer follows too."""
     return {
         "bootstrap.servers": config.kafka_bootstrap,
         "enable.idempotence": True,
@@ -33,7 +34,7 @@ def _producer_rules(config: BridgeConfig, linger_ms: int) -> dict[str, Any]:
 
 def producer_config(config: BridgeConfig) -> dict[str, Any]:
     """librdkafka settings of the bridge's (telemetry) producer."""
-    conf = _producer_rules(config, config.kafka_linger_ms)
+    conf = producer_rules(config, config.kafka_linger_ms)
     conf.update(
         {
             "client.id": config.mqtt_client_id,
@@ -52,13 +53,6 @@ def producer_config(config: BridgeConfig) -> dict[str, Any]:
     return conf
 
 
-def producer_settings(config: BridgeConfig) -> dict[str, Any]:
-    """librdkafka producer settings of the command path (the design's producer rules)."""
-    settings = _producer_rules(config, config.command_linger_ms)
-    settings.update(parse_kafka_extra(config.kafka_extra))
-    return settings
-
-
 def consumer_security(config: BridgeConfig) -> dict[str, Any]:
     """The security settings of ``IOT_KAFKA_EXTRA`` (the rest of it is producer tuning)."""
     return {
@@ -66,24 +60,3 @@ def consumer_security(config: BridgeConfig) -> dict[str, Any]:
         for k, v in parse_kafka_extra(config.kafka_extra).items()
         if k.startswith(("security", "sasl", "ssl"))
     }
-
-
-def commands_consumer_settings(config: BridgeConfig) -> dict[str, Any]:
-    """librdkafka settings of the command path's ``iot.commands`` consumer: offsets are stored
-    by the service once a command's status is written (at-least-once), committed in the
-    background."""
-    settings: dict[str, Any] = {
-        "bootstrap.servers": config.kafka_bootstrap,
-        "group.id": config.command_group_id,
-        "enable.auto.commit": True,
-        "auto.commit.interval.ms": 1000,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        # A fetch returns after command_fetch_wait_ms unless 1 MB is waiting: with the
-        # default fetch.min.bytes=1 every fetch returned the moment one command arrived,
-        # a fetch per command, and the broker spent ~0.4 of a core per 1,000 commands/s.
-        "fetch.wait.max.ms": config.command_fetch_wait_ms,
-        "fetch.min.bytes": 1 << 20,
-    }
-    settings.update(consumer_security(config))
-    return settings

@@ -1,6 +1,6 @@
 """The MQTT session settings of `BridgeConfig`, as the keyword arguments of the bridge's MQTT
 clients: the telemetry :class:`~bridge.mqtt_client.Subscriber` and the command path's
-:class:`~bridge.commands.link_pool.LinkPool` connect to the same Mosquitto the same way.
+:class:`~commands.link_pool.LinkPool` connect to the same Mosquitto the same way.
 
 Pure: reads the config (and the password file it may name), opens no connection.
 """

@@ -210,7 +210,7 @@ class Stack:
         return AppService(
             cfg,
             f"bridge-{index}" if index >= 1 else "bridge",
-            [sys.executable, "-m", "bridge.cli"],
+            [sys.executable, "-m", "commands.inline" if inline else "bridge.cli"],
             env=env,
             ready=lambda: http_ok(f"{url}/readyz"),
             ready_what=f"{url}/readyz answering 200",
@@ -247,7 +247,7 @@ class Stack:
         return AppService(
             cfg,
             "commands",
-            [sys.executable, "-m", "bridge.commands.cli", "serve"],
+            [sys.executable, "-m", "commands.cli", "serve"],
             env=env,
             ready=lambda: http_ok(f"{url}/readyz"),
             ready_what=f"{url}/readyz answering 200",

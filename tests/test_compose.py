@@ -15,7 +15,7 @@ import yaml
 
 from api.config import ApiConfig
 from api.console.config import ConsoleConfig
-from bridge.config import BridgeConfig
+from commands.config import CommandConfig
 from stack.config import StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +27,11 @@ PACKAGE_OF = {script: target.split(".")[0] for script, target in SCRIPTS.items()
 
 def _env_names_read(script: str) -> set[str]:
     """The IOT_* names the program behind `script` reads."""
-    if script in ("iot-bridge", "iot-cmd"):  # both read every BridgeConfig setting
-        return {"IOT_" + f.name.upper() for f in fields(BridgeConfig)}
+    if script in (
+        "iot-bridge",
+        "iot-cmd",
+    ):  # both read every CommandConfig setting (the bridge's too)
+        return {"IOT_" + f.name.upper() for f in fields(CommandConfig)}
     if script == "iot-api":  # every ApiConfig and ConsoleConfig setting, as IOT_<NAME>
         return {"IOT_" + f.name.upper() for f in (*fields(ApiConfig), *fields(ConsoleConfig))}
     if script == "iot-stack":
@@ -44,7 +47,7 @@ def _env_names_read(script: str) -> set[str]:
 
 
 def _derived_names(text: str) -> set[str]:
-    # configs that build env names as "IOT_" + field name (like BridgeConfig) declare the fields
+    # configs that build env names as "IOT_" + field name (like CommandConfig) declare the fields
     names = re.findall(r"^\s{4}([a-z][a-z0-9_]*)\s*:\s*[A-Za-z]", text, flags=re.MULTILINE)
     return {"IOT_" + name.upper() for name in names} if '"IOT_"' in text else set()
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.bridge.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
-from tests.bridge.commands.harness import Device, unique, wait_for
 from tests.bridge.helpers import consume
+from tests.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
+from tests.commands.harness import Device, unique, wait_for
 from tests.docs_examples import (
     SCRIPTS,
     Example,

@@ -21,10 +21,10 @@ from api.console.letter_refs import may_see, parse_ref, topics_to_search
 from api.console.operators import device_json
 from api.console.replay import OTHER_TENANT, Refused, plan_replay
 from api.console.tailer import tenant_copies
-from bridge.commands.client import command_record, new_command_id
-from bridge.commands.model import parse_target
 from bridge.mapping import ErrorCode
 from bridge.topics import tenant_kafka_topic
+from commands.client import command_record, new_command_id
+from commands.model import parse_target
 from registry.errors import RegistryError
 from registry.model import Quotas
 from registry.topics import device_username

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bench.results import percentile
-from bridge.commands.model import State
+from commands.model import State
 
 # (command id -> final state, wall-clock seconds this process read it)
 Finals = Mapping[str, tuple[State, float]]

@@ -29,10 +29,11 @@ def parse_telemetry_rate(text: str) -> float | None:
 
 
 def has_setting(name: str) -> bool:
-    """Whether ``name`` is a BridgeConfig field (an ``IOT_*`` setting of the bridge)."""
-    from bridge.config import BridgeConfig
+    """Whether ``name`` is a CommandConfig field (an ``IOT_*`` setting of the bridge or the
+    command path)."""
+    from commands.config import CommandConfig
 
-    return name in {f.name for f in dataclasses.fields(BridgeConfig)}
+    return name in {f.name for f in dataclasses.fields(CommandConfig)}
 
 
 def setting_arg(text: str) -> tuple[str, str]:

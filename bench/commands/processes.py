@@ -108,7 +108,7 @@ def start_command_path(
     extra_http = {"command_http_port": cmd_http_port} if cmd_http else {}
     bridge = _spawn(
         "iot-bridge",
-        [sys.executable, "-m", "bridge.cli"],
+        [sys.executable, "-m", "commands.inline"],
         env_of(
             {
                 "http_port": bridge_port,
@@ -123,7 +123,7 @@ def start_command_path(
         if mode == "separate":
             cmd = _spawn(
                 "iot-cmd serve",
-                [sys.executable, "-m", "bridge.commands.cli", "serve"],
+                [sys.executable, "-m", "commands.cli", "serve"],
                 env_of({"http_port": free_port(), "commands_enabled": "1", **extra_http}),
                 workdir / "command-path.log",
             )

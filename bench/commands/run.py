@@ -30,7 +30,7 @@ from bench.load import LoadGenerator
 from bench.progress import say
 from bench.responder import Responder, ResponderSpec
 from bench.results import fmt_number, percentile
-from bridge.commands.client import CommandClient
+from commands.client import CommandClient
 
 ROOT = Path(__file__).resolve().parents[2]
 INGEST_RESULTS = ROOT / "bench" / "results" / "ingest.json"

@@ -10,9 +10,9 @@ from typing import Any
 
 from bench.commands.errors import BenchError
 from bench.progress import say
-from bridge.commands.client import CommandClient, Tail
-from bridge.commands.model import State
-from bridge.commands.status import decode_status
+from commands.client import CommandClient, Tail
+from commands.model import State
+from commands.status import decode_status
 
 WARMUP_PING_MS = 5000
 TICK_S = 0.01  # commands go out in a burst every tick, rate * TICK_S of them on average

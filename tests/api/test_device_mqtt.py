@@ -14,7 +14,7 @@ from paho.mqtt.properties import Properties
 
 from api.device_mqtt import DeviceLink, MqttSettings
 from api.http_devices_model import DeviceRef
-from tests.bridge.commands.harness import forget_session
+from tests.commands.harness import forget_session
 from tests.conftest import Endpoints
 from tests.plugins.mqtt_logins import set_login
 

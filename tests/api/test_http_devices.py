@@ -14,16 +14,16 @@ import orjson
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from bridge.commands.client import CommandClient
-from bridge.commands.model import State
-from bridge.commands.service import CommandService
-from bridge.config import BridgeConfig
 from bridge.topics import tenant_kafka_topic
+from commands.client import CommandClient
+from commands.config import CommandConfig
+from commands.model import State
+from commands.service import CommandService
 from registry.model import Role
 from tests.api.harness import Client, Reply, running_api
-from tests.bridge.commands.harness import Records, forget_session, unique
 from tests.bridge.helpers import Record, consume
 from tests.bridge.test_tenants_integration import Fleet, fleet  # noqa: F401 - fixture
+from tests.commands.harness import Records, forget_session, unique
 from tests.conftest import Endpoints
 from tests.registry.conftest import (  # noqa: F401 - fixtures used by `fleet`
     DynsecBroker,
@@ -50,7 +50,7 @@ class Setup:
     port: int
     bootstrap: str
     topics: dict[str, str]
-    commands: tuple[BridgeConfig, CommandClient, Records]
+    commands: tuple[CommandConfig, CommandClient, Records]
 
     def device(self, user: str, secret: str | None = None) -> Client:
         return Client(
@@ -98,7 +98,7 @@ def setup(
     assert commands_secret is not None
     assert api_secret is not None
     bootstrap = fleet.store.bootstrap
-    cfg = BridgeConfig(
+    cfg = CommandConfig(
         mqtt_port=dynsec_broker.port,
         mqtt_host="127.0.0.1",
         mqtt_username="svc/commands",

@@ -19,3 +19,9 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--no-such-flag"]) == 2
     assert main(["--mqtt-port", "0"]) == 2
     assert "mqtt_port" in capsys.readouterr().err
+
+
+def test_the_bridge_alone_knows_no_command_path_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # `iot-bridge` (commands/inline.py) runs the command path; the bridge does not import it
+    assert main(["--commands-enabled"]) == 2
+    assert "--commands-enabled" in capsys.readouterr().err

@@ -13,12 +13,10 @@ def test_defaults_are_valid_and_match_design_topics() -> None:
     assert cfg.topic_events == "iot.events"
     assert cfg.topic_dlq == "iot.dlq"
     assert cfg.topic_presence == "iot.presence"
-    assert cfg.topic_commands == "iot.commands"
-    assert cfg.topic_command_status == "iot.command-status"
-    assert cfg.topic_command_replies == "iot.command-replies"
-    assert cfg.topic_commands_dlq == "iot.commands.dlq"
     assert cfg.max_payload_bytes == 64 * 1024
-    assert cfg.commands_enabled is False
+    # the command path's settings are its own (tests/commands/test_config.py)
+    assert not hasattr(cfg, "topic_commands")
+    assert not hasattr(cfg, "commands_enabled")
 
 
 def test_precedence_defaults_env_flags() -> None:
@@ -36,12 +34,13 @@ def test_overrides_beat_flags() -> None:
 
 
 def test_bool_from_env_and_flag() -> None:
-    assert BridgeConfig.load([], environ={"IOT_COMMANDS_ENABLED": "yes"}).commands_enabled
+    env = "IOT_KAFKA_REPORT_PER_MESSAGE"
+    assert BridgeConfig.load([], environ={env: "yes"}).kafka_report_per_message
     assert not BridgeConfig.load(
-        ["--no-commands-enabled"], environ={"IOT_COMMANDS_ENABLED": "1"}
-    ).commands_enabled
+        ["--no-kafka-report-per-message"], environ={env: "1"}
+    ).kafka_report_per_message
     with pytest.raises(ConfigError):
-        BridgeConfig.load([], environ={"IOT_COMMANDS_ENABLED": "maybe"})
+        BridgeConfig.load([], environ={env: "maybe"})
 
 
 def test_bad_env_type_is_config_error() -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.commands.link_pool import LinkPool
 from bridge.config import BridgeConfig
 from bridge.errors import ConfigError
 from bridge.mqtt_client import Subscriber
 from bridge.mqtt_settings import mqtt_password, mqtt_session_settings
+from commands.link_pool import LinkPool
 
 
 def test_both_clients_connect_where_and_how_the_config_says() -> None:

@@ -339,9 +339,9 @@ def test_command_path_round_trip_with_simulated_devices(
     stack: Any, topic_factory: Any, group_factory: Any, tmp_path: Path
 ) -> None:
     """iot.commands -> command service -> simulated devices -> replies -> iot.command-status."""
-    from bridge.commands.client import CommandClient
-    from bridge.commands.service import CommandService
-    from bridge.config import BridgeConfig
+    from commands.client import CommandClient
+    from commands.config import CommandConfig
+    from commands.service import CommandService
     from device_sim.device import DeviceScript
 
     prefix = _prefix()
@@ -350,7 +350,7 @@ def test_command_path_round_trip_with_simulated_devices(
         DeviceScript(spec, i, "x").device_id for i in range(4) if DeviceScript(spec, i, "x").silent
     }
     assert 0 < len(silent) < 4  # the seed gives both kinds
-    config = BridgeConfig(
+    config = CommandConfig(
         mqtt_host=stack.mqtt_host,
         mqtt_port=stack.mqtt_port,
         kafka_bootstrap=stack.kafka_bootstrap,

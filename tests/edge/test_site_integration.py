@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bridge.commands.client import CommandClient
+from commands.client import CommandClient
 from edge import central as edge_central
 from registry.model import Role
 from tests.conftest import Endpoints

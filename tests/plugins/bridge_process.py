@@ -1,13 +1,14 @@
 """pytest plugin: run ``iot-bridge`` as a real subprocess (fixture ``bridge_factory``).
 
 ``bridge_factory(mqtt_host=None, mqtt_port=None, kafka_bootstrap=None, *, wait_ready=True,
-**settings) -> BridgeProcess`` starts ``python -m bridge.cli`` with the given endpoints (default:
-the session ``stack`` fixture) and settings (``BridgeConfig`` field names, passed as ``IOT_*``
-environment variables), waits for ``/readyz`` and returns a handle. Each bridge gets a unique
-MQTT client id unless ``mqtt_client_id`` is given; at teardown every bridge is stopped and its
-persistent MQTT session is removed from Mosquitto (so it does not queue later tests' traffic).
-Unless ``mqtt_username`` is given, a bridge logs in with the test login of the fixture
-Mosquitto it is pointed at (tests/plugins/mqtt_logins.py).
+**settings) -> BridgeProcess`` starts ``python -m bridge.cli`` (with ``commands_enabled``:
+``python -m commands.inline``, ``iot-bridge`` with the command path inline) with the given
+endpoints (default: the session ``stack`` fixture) and settings (``CommandConfig`` field names,
+passed as ``IOT_*`` environment variables), waits for ``/readyz`` and returns a handle. Each
+bridge gets a unique MQTT client id unless ``mqtt_client_id`` is given; at teardown every bridge
+is stopped and its persistent MQTT session is removed from Mosquitto (so it does not queue
+later tests' traffic). Unless ``mqtt_username`` is given, a bridge logs in with the test login of
+the fixture Mosquitto it is pointed at (tests/plugins/mqtt_logins.py).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ class BridgeProcess:
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
+    @property
+    def module(self) -> str:
+        """What runs: ``iot-bridge``'s module (``commands.inline``) when the command path runs
+        inline, else the telemetry bridge alone (``bridge.cli``), which ``iot-bridge`` then is."""
+        return "commands.inline" if self.settings.get("commands_enabled") else "bridge.cli"
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
         for name, value in self.settings.items():
@@ -80,7 +87,7 @@ class BridgeProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bridge.cli"],
+                [sys.executable, "-m", self.module],
                 cwd=ROOT,
                 env=self.env(),
                 stdin=subprocess.DEVNULL,

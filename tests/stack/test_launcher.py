@@ -57,7 +57,7 @@ def test_the_commands_process_is_iot_cmd_serve_on_its_own_port(tmp_path: Path) -
         insecure_anonymous=True,  # no login (the default's login: the test below)
     )
     commands = stack.commands()
-    assert commands.argv == [sys.executable, "-m", "bridge.commands.cli", "serve"]
+    assert commands.argv == [sys.executable, "-m", "commands.cli", "serve"]
     assert commands.env == {
         "IOT_MQTT_HOST": "127.0.0.1",
         "IOT_MQTT_PORT": "11883",

@@ -21,12 +21,12 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.commands.client import CommandClient
-from bridge.commands.model import State
-from bridge.commands.status import StatusRecord
+from commands.client import CommandClient
+from commands.model import State
+from commands.status import StatusRecord
 from stack.launcher import Stack
 from stack.ports import free_port, free_ports
-from tests.bridge.commands.harness import Device, Records, unique
+from tests.commands.harness import Device, Records, unique
 from tests.conftest import Endpoints
 from tests.plugins.mqtt_logins import set_login
 

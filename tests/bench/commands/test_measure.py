@@ -15,7 +15,7 @@ from bench.commands.measure import (
     round_trips_ms,
     stage_breakdown,
 )
-from bridge.commands.model import State
+from commands.model import State
 
 
 def test_half_rounds_to_hundreds() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from bench.commands.errors import BenchError
 from bench.commands.sender import CommandSender
-from bridge.commands.client import CommandClient, Tail
-from bridge.commands.model import State
+from commands.client import CommandClient, Tail
+from commands.model import State
 
 
 class _Msg:
