@@ -1,3 +1,4 @@
-"""The bridge: MQTT telemetry into Kafka, and the Kafka<->MQTT command path."""
+"""The bridge: MQTT telemetry into Kafka. The Kafka<->MQTT command path is the package
+``commands``, which uses this one (never the reverse)."""
 
 __version__ = "0.1.0"

@@ -30,6 +30,9 @@ def test_services_per_commands_mode(
     stack = _stack(tmp_path, commands_mode=mode)
     assert [name for name, _ in stack.services()] == names
     assert stack.bridge().env["IOT_COMMANDS_ENABLED"] == inline
+    # inline: `iot-bridge`'s module, which runs the command path (the bridge does not import it)
+    module = "commands.inline" if inline == "1" else "bridge.cli"
+    assert stack.bridge().argv == [sys.executable, "-m", module]
 
 
 def test_the_bridge_reads_tenant_quotas_from_the_registry_when_authentication_is_on(
