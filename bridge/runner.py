@@ -84,15 +84,15 @@ async def serve(cfg: BridgeConfig, side: SidePathFactory | None = None) -> int:
     code = 0
     try:
         if side is not None:
-            beside = side(registry)  # its metrics on this /metrics, as its own process exports
+            started = side(registry)  # its metrics on this /metrics, as its own process's
             try:
                 # start() may take a while (the command path rebuilds its pending set from
                 # Kafka and connects): off the loop, so the telemetry path runs meanwhile
-                await asyncio.to_thread(beside.start)
-                started = beside
-                log.info("%s started", beside.name)
+                await asyncio.to_thread(started.start)
+                log.info("%s started", started.name)
             except Exception as exc:
-                log.critical("%s failed to start: %s", beside.name, exc, exc_info=True)
+                log.critical("%s failed to start: %s", started.name, exc, exc_info=True)
+                started = None
                 code = 1
                 bridge.request_stop()
         code = max(code, await bridge_task)
