@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 async def _serve(cfg: BridgeConfig) -> int:
     from prometheus_client import CollectorRegistry
 
-    from bridge.http import HealthServer
     from bridge.service import TelemetryBridge
     from bridge.stats import BridgeCollector
+    from health.server import HealthServer
 
     bridge = TelemetryBridge(cfg)
     registry = CollectorRegistry()
