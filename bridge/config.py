@@ -9,7 +9,6 @@ defaults < environment < flags. The object is frozen and validated in ``__post_i
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -221,11 +220,10 @@ class BridgeConfig:
     )
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
+        checks: list[tuple[bool, str]] = []
 
         def need(ok: bool, message: str) -> None:
-            if not ok:
-                problems.append(message)
+            checks.append((ok, message))
 
         need(bool(self.mqtt_host), "mqtt_host must not be empty")
         need(1 <= self.mqtt_port <= 65535, "mqtt_port must be 1-65535")
@@ -256,7 +254,7 @@ class BridgeConfig:
         try:
             parse_kafka_extra(self.kafka_extra)
         except ConfigError as exc:
-            problems.append(str(exc))
+            need(False, str(exc))
         for name in (
             "topic_telemetry",
             "topic_events",
@@ -275,7 +273,7 @@ class BridgeConfig:
         try:
             parse_rates(self.tenant_quotas)
         except ValueError as exc:
-            problems.append(f"tenant_quotas: {exc}")
+            need(False, f"tenant_quotas: {exc}")
         need(self.tenant_refresh_s > 0, "tenant_refresh_s must be > 0")
         need(self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1")
         need(self.pending_max_messages >= 1, "pending_max_messages must be >= 1")
@@ -299,8 +297,7 @@ class BridgeConfig:
         need(0 <= self.command_fetch_wait_ms <= 1000, "command_fetch_wait_ms must be 0-1000")
         need(0 <= self.command_linger_ms <= 1000, "command_linger_ms must be 0-1000")
         need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
-        if problems:
-            raise ConfigError("invalid bridge configuration: " + "; ".join(problems))
+        appsettings.check_all(checks, "bridge", ConfigError)
 
     # --- construction ------------------------------------------------------------------------
 
@@ -312,10 +309,7 @@ class BridgeConfig:
         **overrides: Any,
     ) -> BridgeConfig:
         """Defaults < ``IOT_*`` environment < ``argv`` flags < keyword ``overrides``."""
-        parser = argparse.ArgumentParser(add_help=False)
-        add_arguments(parser)
-        ns = parser.parse_args(list(argv or []))
-        return from_namespace(ns, environ, **overrides)
+        return PARSER.load(argv, environ, **overrides)
 
     def with_changes(self, **changes: Any) -> BridgeConfig:
         """A copy with some fields changed (validated again)."""
@@ -323,11 +317,7 @@ class BridgeConfig:
 
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets hidden, for logs."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = "***" if f.metadata.get("secret") and value else value
-        return out
+        return appsettings.redacted(self)
 
     @property
     def mqtt_subscriptions(self) -> tuple[str, ...]:
@@ -345,24 +335,9 @@ class BridgeConfig:
         return filters
 
 
-def env_name(field_name: str) -> str:
-    """The environment variable of a setting."""
-    return appsettings.env_name(field_name)
-
-
-def flag_name(field_name: str) -> str:
-    """The command-line flag of a setting."""
-    return appsettings.flag_name(field_name)
-
-
 def settings() -> tuple[dataclasses.Field[Any], ...]:
     """Every setting (dataclass field) in declaration order."""
     return dataclasses.fields(BridgeConfig)
-
-
-def parse_bool(text: str) -> bool:
-    """Parse an environment boolean (1/0, true/false, yes/no, on/off)."""
-    return appsettings.parse_bool(text, ConfigError)
 
 
 def parse_kafka_extra(text: str) -> dict[str, str]:
@@ -379,15 +354,7 @@ def parse_kafka_extra(text: str) -> dict[str, str]:
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting to ``parser`` (all default to None = not given)."""
-    appsettings.add_arguments(parser, BridgeConfig, "bridge settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace,
-    environ: Mapping[str, str] | None = None,
-    **overrides: Any,
-) -> BridgeConfig:
-    """Build the config from defaults < environment < parsed flags < overrides."""
-    return appsettings.from_namespace(BridgeConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(BridgeConfig, "bridge settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace
+env_name = appsettings.env_name  # the environment variable of a setting
