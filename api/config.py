@@ -7,7 +7,6 @@ name in upper case (``api_port`` -> ``IOT_API_PORT``) and its flag ``--`` + the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +14,8 @@ from typing import Any
 from api.errors import ConfigError
 from appconfig import settings as appsettings
 
-ENV_PREFIX = appsettings.ENV_PREFIX
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_LOG_LEVELS = appsettings.LOG_LEVELS
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
 
 
 _setting = appsettings.setting

@@ -13,10 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 ENV_PREFIX = "IOT_"
+# what the services' configs check their settings against
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+KAFKA_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 T = TypeVar("T")
 

@@ -19,13 +19,11 @@ from appconfig import settings as appsettings
 from bridge.errors import ConfigError
 from bridge.quota import parse_rates
 
-ENV_PREFIX = appsettings.ENV_PREFIX
-
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_LEVELS = appsettings.LOG_LEVELS
 _LOG_FORMATS = ("auto", "json", "text")
 _COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _SHARE_GROUP_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
 
 
 _setting = appsettings.setting

@@ -257,49 +257,36 @@ def _map_parsed(
     max_payload_bytes: int,
 ) -> KafkaRecord:
     device_id, channel, key, topic_bytes, _tenant = parsed
+    bad: Rejection | None
     if len(payload) > max_payload_bytes:
-        return dlq_record(
-            topics,
-            topic,
-            payload,
-            received,
-            key,
-            rejection=Rejection(
-                ErrorCode.OVERSIZED, f"payload {len(payload)} bytes > limit {max_payload_bytes}"
-            ),
+        bad = Rejection(
+            ErrorCode.OVERSIZED, f"payload {len(payload)} bytes > limit {max_payload_bytes}"
         )
-    if channel is Channel.STATUS:
+    elif channel is Channel.STATUS:
         online = _STATUS_VALUES.get(payload.strip().strip(b'"'))
-        if online is None:
-            return dlq_record(
-                topics,
-                topic,
-                payload,
-                received,
-                key,
-                rejection=Rejection(
-                    ErrorCode.BAD_STATUS, "status payload must be 'online' or 'offline'"
-                ),
-            )
-        value = orjson.dumps({"online": online, "at": received_at_ms})
-        return KafkaRecord(topics.presence, key, value, _headers(topic_bytes, received, qos))
-    doc, bad = parse_json(payload)
-    if bad is None:
-        if channel is Channel.TELEMETRY:
-            bad = validate_telemetry(doc)
-            out_topic = topics.telemetry
-        else:
-            bad = validate_event(doc)
-            out_topic = topics.events
+        if online is not None:
+            value = orjson.dumps({"online": online, "at": received_at_ms})
+            return KafkaRecord(topics.presence, key, value, _headers(topic_bytes, received, qos))
+        bad = Rejection(ErrorCode.BAD_STATUS, "status payload must be 'online' or 'offline'")
+    else:
+        doc, bad = parse_json(payload)
         if bad is None:
-            claimed = doc.get("device_id")
-            if claimed is not None and claimed != device_id:
+            if channel is Channel.TELEMETRY:
+                bad = validate_telemetry(doc)
+                out_topic = topics.telemetry
+            else:
+                bad = validate_event(doc)
+                out_topic = topics.events
+            if bad is None:
+                claimed = doc.get("device_id")
+                if claimed is None or claimed == device_id:
+                    headers = _headers(topic_bytes, received, qos)
+                    return KafkaRecord(out_topic, key, payload, headers)
                 bad = Rejection(
                     ErrorCode.DEVICE_MISMATCH,
                     f"payload device_id {str(claimed)[:140]!r} != topic device id {device_id!r}",
                 )
-            else:
-                return KafkaRecord(out_topic, key, payload, _headers(topic_bytes, received, qos))
+    assert bad is not None
     return dlq_record(topics, topic, payload, received, key, rejection=bad)
 
 

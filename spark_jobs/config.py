@@ -20,7 +20,6 @@ from typing import Any
 from appconfig import settings as appsettings
 from spark_jobs.errors import ConfigError
 
-ENV_PREFIX = appsettings.ENV_PREFIX
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JARS_DIR = REPO_ROOT / "kafka" / "spark-connector" / "libs"
 
