@@ -29,6 +29,28 @@ class AppServices:
     mosquitto: MosquittoServer
 
     # -- the services, in start order ----------------------------------------------------------
+    def _http_service(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        url: str,
+        *,
+        probe: str = "/readyz",
+        endpoint: str | None = None,
+    ) -> AppService:
+        """A service that is ready once ``url`` + ``probe`` answers 200 (endpoint: /metrics)."""
+        return AppService(
+            self.config,
+            name,
+            argv,
+            env=env,
+            ready=lambda: http_ok(url + probe),
+            ready_what=f"{url}{probe} answering 200",
+            endpoint=f"{url}/metrics" if endpoint is None else endpoint,
+            supervisor=self.link,
+        )
+
     def _app_env(self) -> dict[str, str]:
         cfg = self.config
         return {
@@ -86,15 +108,11 @@ class AppServices:
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
                 "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
             }
-        return AppService(
-            cfg,
+        return self._http_service(
             f"bridge-{index}" if index >= 1 else "bridge",
             [sys.executable, "-m", "bridge.cli"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=f"{url}/metrics",
-            supervisor=self.link,
+            env,
+            url,
         )
 
     def bridges(self) -> list[AppService]:
@@ -115,15 +133,8 @@ class AppServices:
                 "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
             }
         )
-        return AppService(
-            cfg,
-            "commands",
-            [sys.executable, "-m", "bridge.commands.cli", "serve"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=f"{url}/metrics",
-            supervisor=self.link,
+        return self._http_service(
+            "commands", [sys.executable, "-m", "bridge.commands.cli", "serve"], env, url
         )
 
     def api(self) -> AppService:
@@ -174,16 +185,7 @@ class AppServices:
                 env["IOT_CONSOLE_SITES_PASSWORD_FILE"] = str(
                     account_secret(cfg.secrets_dir, "bridge")
                 )
-        return AppService(
-            cfg,
-            "api",
-            [sys.executable, "-m", "api"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=url,
-            supervisor=self.link,
-        )
+        return self._http_service("api", [sys.executable, "-m", "api"], env, url, endpoint=url)
 
     def analytics(self) -> AppService:
         cfg = self.config
@@ -202,16 +204,14 @@ class AppServices:
         if cfg.analytics_master.startswith("spark://"):
             ui = f"http://{cfg.connect_host}:{cfg.spark_app_ui_port}"
             endpoint += f" on {cfg.analytics_master} ui {ui}"
-        return AppService(
-            cfg,
+        # /healthz answers once the session is up and the queries started
+        return self._http_service(
             "analytics",
             [sys.executable, "-m", "spark_jobs.cli", "stream"],
-            env=env,
-            # /healthz answers once the session is up and the queries started
-            ready=lambda: http_ok(f"{url}/healthz"),
-            ready_what=f"{url}/healthz answering 200",
+            env,
+            url,
+            probe="/healthz",
             endpoint=endpoint,
-            supervisor=self.link,
         )
 
     def devices(self) -> AppService:
