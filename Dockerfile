@@ -25,6 +25,7 @@ RUN for d in kafka/broker kafka/spark-connector; do \
 COPY pyproject.toml README.md ./
 COPY mqtt_codec/ mqtt_codec/
 COPY appconfig/ appconfig/
+COPY health/ health/
 COPY bridge/ bridge/
 COPY commands/ commands/
 COPY device_sim/ device_sim/

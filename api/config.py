@@ -7,9 +7,6 @@ name in upper case (``api_port`` -> ``IOT_API_PORT``) and its flag ``--`` + the 
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +14,8 @@ from typing import Any
 from api.errors import ConfigError
 from appconfig import settings as appsettings
 
-ENV_PREFIX = appsettings.ENV_PREFIX
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_LOG_LEVELS = appsettings.LOG_LEVELS
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
 
 
 _setting = appsettings.setting
@@ -192,7 +188,6 @@ class ApiConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
         checks = [
             (bool(self.api_host), "api_host must not be empty"),
             (0 <= self.api_port <= 65535, "api_port must be 0-65535"),
@@ -242,9 +237,7 @@ class ApiConfig:
             (0 <= self.device_session_expiry_s <= 0xFFFFFFFF, "device_session_expiry_s range"),
             (self.device_session_idle_s > 0, "device_session_idle_s must be > 0"),
         ]
-        problems = [message for ok, message in checks if not ok]
-        if problems:
-            raise ConfigError("invalid api configuration: " + "; ".join(problems))
+        appsettings.check_all(checks, "api", ConfigError)
 
     def check_can_start(self) -> None:
         """Never anonymous by default: some authentication, or the explicit dev flag."""
@@ -261,33 +254,9 @@ class ApiConfig:
         environ: Mapping[str, str] | None = None,
         **overrides: Any,
     ) -> ApiConfig:
-        parser = argparse.ArgumentParser(add_help=False)
-        add_arguments(parser)
-        return from_namespace(parser.parse_args(list(argv or [])), environ, **overrides)
+        return PARSER.load(argv, environ, **overrides)
 
 
-def env_name(name: str) -> str:
-    return appsettings.env_name(name)
-
-
-def flag_name(name: str) -> str:
-    return appsettings.flag_name(name)
-
-
-def settings() -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(ApiConfig)
-
-
-def parse_bool(text: str) -> bool:
-    return appsettings.parse_bool(text, ConfigError)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting (default None = not given, so the environment shows through)."""
-    appsettings.add_arguments(parser, ApiConfig, "api settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
-) -> ApiConfig:
-    return appsettings.from_namespace(ApiConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(ApiConfig, "api settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace

@@ -13,10 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Mapping
-from typing import Any, TypeVar
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 ENV_PREFIX = "IOT_"
+# what the services' configs check their settings against
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+KAFKA_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 T = TypeVar("T")
 
@@ -110,3 +114,50 @@ def from_namespace(
     if unknown:
         raise error(f"unknown settings: {sorted(unknown)}")
     return cls(**values)
+
+
+class SettingsParser(Generic[T]):
+    """One service's settings class bound to its flags' title and its package's config error:
+    the ``add_arguments``, ``from_namespace`` and ``load`` each config module offers."""
+
+    def __init__(self, cls: type[T], title: str, error: type[Exception]) -> None:
+        self.cls = cls
+        self.title = title
+        self.error = error
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """One flag per setting (default None = not given, so the environment shows through)."""
+        add_arguments(parser, self.cls, self.title)
+
+    def from_namespace(
+        self, ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> T:
+        """Defaults < environment < parsed flags < overrides."""
+        return from_namespace(self.cls, ns, environ, overrides, self.error)
+
+    def load(
+        self,
+        argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> T:
+        """Defaults < ``IOT_*`` environment < ``argv`` flags < keyword ``overrides``."""
+        parser = argparse.ArgumentParser(add_help=False)
+        self.add_arguments(parser)
+        return self.from_namespace(parser.parse_args(list(argv or [])), environ, **overrides)
+
+
+def check_all(checks: Iterable[tuple[bool, str]], what: str, error: type[Exception]) -> None:
+    """Raise ``error`` listing every failed check: ``invalid <what> configuration: a; b``."""
+    problems = [message for ok, message in checks if not ok]
+    if problems:
+        raise error(f"invalid {what} configuration: " + "; ".join(problems))
+
+
+def redacted(config: Any) -> dict[str, Any]:
+    """A settings dataclass as a dict with its secret settings hidden (``***``), for logs."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        out[f.name] = "***" if f.metadata.get("secret") and value else value
+    return out

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.results import LIMIT, OURS, RunResult, fmt_number, md_table, ratio, throughput_runs
+from bench.results import LIMIT, OURS, RunResult, fmt_number, md_table, ratio
+from bench.results_tables import throughput_runs
 
 
 def cores(cpu_s: float | None, run: RunResult) -> float | None:

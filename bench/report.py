@@ -13,9 +13,11 @@ from bench.results import (
     OURS,
     RunResult,
     find,
+    ratio,
+)
+from bench.results_tables import (
     fmt_range,
     paired_ratios,
-    ratio,
     runs_table,
     scaling_table,
     spread_table,

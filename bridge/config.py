@@ -12,7 +12,6 @@ the same Mosquitto and Kafka with the same ``IOT_*`` settings, and adds its own.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -23,13 +22,11 @@ from appconfig import settings as appsettings
 from bridge.errors import ConfigError
 from bridge.quota import parse_rates
 
-ENV_PREFIX = appsettings.ENV_PREFIX
-
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_LEVELS = appsettings.LOG_LEVELS
 _LOG_FORMATS = ("auto", "json", "text")
 _COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _SHARE_GROUP_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
 
 
 _setting = appsettings.setting
@@ -214,7 +211,7 @@ class BridgeConfig:
         try:
             parse_kafka_extra(self.kafka_extra)
         except ConfigError as exc:
-            problems.append(str(exc))
+            need(False, str(exc))
         for name in (
             "topic_telemetry",
             "topic_events",
@@ -229,7 +226,7 @@ class BridgeConfig:
         try:
             parse_rates(self.tenant_quotas)
         except ValueError as exc:
-            problems.append(f"tenant_quotas: {exc}")
+            need(False, f"tenant_quotas: {exc}")
         need(self.tenant_refresh_s > 0, "tenant_refresh_s must be > 0")
         need(self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1")
         need(self.pending_max_messages >= 1, "pending_max_messages must be >= 1")
@@ -253,10 +250,10 @@ class BridgeConfig:
         **overrides: Any,
     ) -> Self:
         """Defaults < ``IOT_*`` environment < ``argv`` flags < keyword ``overrides``."""
-        parser = argparse.ArgumentParser(add_help=False)
-        appsettings.add_arguments(parser, cls, "settings")
-        ns = parser.parse_args(list(argv or []))
-        return appsettings.from_namespace(cls, ns, environ, overrides, ConfigError)
+        # cls, not PARSER: CommandConfig (commands/config.py) loads through this too
+        return appsettings.SettingsParser(cls, "settings", ConfigError).load(
+            argv, environ, **overrides
+        )
 
     def with_changes(self, **changes: Any) -> Self:
         """A copy with some fields changed (validated again)."""
@@ -264,11 +261,7 @@ class BridgeConfig:
 
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets hidden, for logs."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = "***" if f.metadata.get("secret") and value else value
-        return out
+        return appsettings.redacted(self)
 
     @property
     def mqtt_subscriptions(self) -> tuple[str, ...]:
@@ -286,24 +279,9 @@ class BridgeConfig:
         return filters
 
 
-def env_name(field_name: str) -> str:
-    """The environment variable of a setting."""
-    return appsettings.env_name(field_name)
-
-
-def flag_name(field_name: str) -> str:
-    """The command-line flag of a setting."""
-    return appsettings.flag_name(field_name)
-
-
 def settings() -> tuple[dataclasses.Field[Any], ...]:
     """Every setting (dataclass field) in declaration order."""
     return dataclasses.fields(BridgeConfig)
-
-
-def parse_bool(text: str) -> bool:
-    """Parse an environment boolean (1/0, true/false, yes/no, on/off)."""
-    return appsettings.parse_bool(text, ConfigError)
 
 
 def parse_kafka_extra(text: str) -> dict[str, str]:
@@ -320,15 +298,7 @@ def parse_kafka_extra(text: str) -> dict[str, str]:
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting to ``parser`` (all default to None = not given)."""
-    appsettings.add_arguments(parser, BridgeConfig, "bridge settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace,
-    environ: Mapping[str, str] | None = None,
-    **overrides: Any,
-) -> BridgeConfig:
-    """Build the config from defaults < environment < parsed flags < overrides."""
-    return appsettings.from_namespace(BridgeConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(BridgeConfig, "bridge settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace
+env_name = appsettings.env_name  # the environment variable of a setting

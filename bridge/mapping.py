@@ -103,11 +103,9 @@ _STATUS_VALUES: Final = {b"online": True, b"offline": False}
 
 def validate_telemetry(doc: Any) -> Rejection | None:
     """Check a parsed telemetry document; None if valid."""
-    bad = _check_envelope(doc)
+    bad = _check_envelope(doc, "metrics")
     if bad is not None:
         return bad
-    if "metrics" not in doc:
-        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'metrics'")
     metrics = doc["metrics"]
     if type(metrics) is not dict:
         return Rejection(ErrorCode.WRONG_TYPE, "'metrics' must be an object")
@@ -126,19 +124,18 @@ def validate_telemetry(doc: Any) -> Rejection | None:
 
 def validate_event(doc: Any) -> Rejection | None:
     """Check a parsed event document; None if valid."""
-    bad = _check_envelope(doc)
+    bad = _check_envelope(doc, "type")
     if bad is not None:
         return bad
-    if "type" not in doc:
-        return Rejection(ErrorCode.MISSING_FIELD, "missing field 'type'")
     kind = doc["type"]
     if type(kind) is not str or not kind:
         return Rejection(ErrorCode.WRONG_TYPE, "'type' must be a non-empty string")
     return None
 
 
-def _check_envelope(doc: Any) -> Rejection | None:
-    """What telemetry and events share: a JSON object with an int `ts` and an int `seq` >= 0."""
+def _check_envelope(doc: Any, body: str) -> Rejection | None:
+    """What telemetry and events share: a JSON object with an int `ts`, an int `seq` >= 0 and
+    the field ``body`` of its kind (`metrics`, `type`)."""
     if type(doc) is not dict:
         return Rejection(
             ErrorCode.NOT_OBJECT, f"payload is a JSON {_json_kind(doc)}, not an object"
@@ -152,6 +149,8 @@ def _check_envelope(doc: Any) -> Rejection | None:
     seq = doc["seq"]
     if type(seq) is not int or seq < 0:
         return Rejection(ErrorCode.WRONG_TYPE, "'seq' must be an integer >= 0")
+    if body not in doc:
+        return Rejection(ErrorCode.MISSING_FIELD, f"missing field {body!r}")
     return None
 
 
@@ -206,28 +205,17 @@ def map_message(
             rejection=Rejection(ErrorCode.BAD_TOPIC, "topic is not devices/{device_id}/{channel}"),
         )
     tenant = parsed[4]
-    if tenant != DEFAULT_TENANT:
-        rec = _map_parsed(
-            topic,
-            payload,
-            parsed,
-            qos=qos,
-            received_at_ms=received_at_ms,
-            received=received,
-            topics=tenant_topics(topics, tenant),
-            max_payload_bytes=max_payload_bytes,
-        )
-        return with_tenant(rec, tenant)
-    return _map_parsed(
+    rec = _map_parsed(
         topic,
         payload,
         parsed,
         qos=qos,
         received_at_ms=received_at_ms,
         received=received,
-        topics=topics,
+        topics=topics if tenant == DEFAULT_TENANT else tenant_topics(topics, tenant),
         max_payload_bytes=max_payload_bytes,
     )
+    return with_tenant(rec, tenant)
 
 
 _last_received: list[Any] = [-1, b""]  # the last (ms, bytes): messages of one ms share them
@@ -269,64 +257,43 @@ def _map_parsed(
     max_payload_bytes: int,
 ) -> KafkaRecord:
     device_id, channel, key, topic_bytes, _tenant = parsed
+    bad: Rejection | None
     if len(payload) > max_payload_bytes:
-        return dlq_record(
-            topics,
-            topic,
-            payload,
-            received,
-            key,
-            rejection=Rejection(
-                ErrorCode.OVERSIZED, f"payload {len(payload)} bytes > limit {max_payload_bytes}"
-            ),
+        bad = Rejection(
+            ErrorCode.OVERSIZED, f"payload {len(payload)} bytes > limit {max_payload_bytes}"
         )
-    if channel is Channel.STATUS:
+    elif channel is Channel.STATUS:
         online = _STATUS_VALUES.get(payload.strip().strip(b'"'))
-        if online is None:
-            return dlq_record(
-                topics,
-                topic,
-                payload,
-                received,
-                key,
-                rejection=Rejection(
-                    ErrorCode.BAD_STATUS, "status payload must be 'online' or 'offline'"
-                ),
-            )
-        value = orjson.dumps({"online": online, "at": received_at_ms})
-        return KafkaRecord(
-            topics.presence,
-            key,
-            value,
-            [("mqtt_topic", topic_bytes), ("received_at", received), ("qos", _qos(qos))],
-        )
-    doc, bad = parse_json(payload)
-    if bad is None:
-        if channel is Channel.TELEMETRY:
-            bad = validate_telemetry(doc)
-            out_topic = topics.telemetry
-        else:
-            bad = validate_event(doc)
-            out_topic = topics.events
+        if online is not None:
+            value = orjson.dumps({"online": online, "at": received_at_ms})
+            return KafkaRecord(topics.presence, key, value, _headers(topic_bytes, received, qos))
+        bad = Rejection(ErrorCode.BAD_STATUS, "status payload must be 'online' or 'offline'")
+    else:
+        doc, bad = parse_json(payload)
         if bad is None:
-            claimed = doc.get("device_id")
-            if claimed is not None and claimed != device_id:
+            if channel is Channel.TELEMETRY:
+                bad = validate_telemetry(doc)
+                out_topic = topics.telemetry
+            else:
+                bad = validate_event(doc)
+                out_topic = topics.events
+            if bad is None:
+                claimed = doc.get("device_id")
+                if claimed is None or claimed == device_id:
+                    headers = _headers(topic_bytes, received, qos)
+                    return KafkaRecord(out_topic, key, payload, headers)
                 bad = Rejection(
                     ErrorCode.DEVICE_MISMATCH,
                     f"payload device_id {str(claimed)[:140]!r} != topic device id {device_id!r}",
                 )
-            else:
-                return KafkaRecord(
-                    out_topic,
-                    key,
-                    payload,
-                    [("mqtt_topic", topic_bytes), ("received_at", received), ("qos", _qos(qos))],
-                )
+    assert bad is not None
     return dlq_record(topics, topic, payload, received, key, rejection=bad)
 
 
-def _qos(qos: int) -> bytes:
-    return _QOS_BYTES[qos] if 0 <= qos <= 2 else str(qos).encode()
+def _headers(topic_bytes: bytes, received: bytes, qos: int) -> Headers:
+    """The headers of an accepted record: its MQTT topic, when it arrived, its QoS."""
+    qos_bytes = _QOS_BYTES[qos] if 0 <= qos <= 2 else str(qos).encode()
+    return [("mqtt_topic", topic_bytes), ("received_at", received), ("qos", qos_bytes)]
 
 
 def dlq_record(

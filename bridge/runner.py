@@ -44,9 +44,9 @@ SidePathFactory = Callable[[CollectorRegistry], SidePath]
 
 async def serve(cfg: BridgeConfig, side: SidePathFactory | None = None) -> int:
     """Run the bridge until SIGTERM/SIGINT or a fatal error; the process's exit code."""
-    from bridge.http import HealthServer
     from bridge.service import TelemetryBridge
     from bridge.stats import BridgeCollector
+    from health.server import HealthServer
 
     bridge = TelemetryBridge(cfg)
     registry = CollectorRegistry()

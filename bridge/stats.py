@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from prometheus_client.core import (
@@ -86,23 +86,18 @@ class BridgeCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         s = self.stats
-        received = CounterMetricFamily(
-            "iot_bridge_received", "MQTT messages received, by channel", labels=["channel"]
+        yield _counter_by(
+            "iot_bridge_received", "MQTT messages received, by channel", "channel", s.received
         )
-        for channel, n in sorted(s.received.items()):
-            received.add_metric([channel], n)
-        yield received
         yield CounterMetricFamily(
             "iot_bridge_received_bytes", "MQTT payload bytes received", value=s.received_bytes
         )
-        produced = CounterMetricFamily(
+        yield _counter_by(
             "iot_bridge_produced",
             "Records Kafka confirmed, by kind (telemetry/events/presence/dlq)",
-            labels=["kind"],
+            "kind",
+            s.produced,
         )
-        for kind, n in sorted(s.produced.items()):
-            produced.add_metric([kind], n)
-        yield produced
         yield CounterMetricFamily(
             "iot_bridge_acked", "QoS 1 PUBACKs sent after Kafka confirmed", value=s.acked
         )
@@ -111,37 +106,26 @@ class BridgeCollector(Collector):
             "MQTT messages received with the DUP flag (redeliveries)",
             value=s.redelivered,
         )
-        dlq = CounterMetricFamily(
-            "iot_bridge_dlq", "Messages sent to the DLQ, by error code", labels=["code"]
+        yield _counter_by(
+            "iot_bridge_dlq", "Messages sent to the DLQ, by error code", "code", s.dlq
         )
-        for code, n in sorted(s.dlq.items()):
-            dlq.add_metric([code], n)
-        yield dlq
-        kafka = CounterMetricFamily(
-            "iot_bridge_kafka_errors", "Kafka errors, by error name", labels=["error"]
+        yield _counter_by(
+            "iot_bridge_kafka_errors", "Kafka errors, by error name", "error", s.kafka_errors
         )
-        for name, n in sorted(s.kafka_errors.items()):
-            kafka.add_metric([name], n)
-        yield kafka
-        mqtt = CounterMetricFamily(
-            "iot_bridge_mqtt_errors", "MQTT connection errors, by kind", labels=["kind"]
+        yield _counter_by(
+            "iot_bridge_mqtt_errors", "MQTT connection errors, by kind", "kind", self.mqtt_errors()
         )
-        for kind, n in sorted(self.mqtt_errors().items()):
-            mqtt.add_metric([kind], n)
-        yield mqtt
         yield CounterMetricFamily(
             "iot_bridge_backpressure_pauses",
             "Times the bridge stopped reading from Mosquitto because the pending bound was hit",
             value=s.paused,
         )
-        tenants = CounterMetricFamily(
+        yield _counter_by(
             "iot_bridge_tenant_received",
             "MQTT messages received, by tenant (from the topic root the device's login allows)",
-            labels=["tenant"],
+            "tenant",
+            s.tenant_received,
         )
-        for tenant, n in sorted(s.tenant_received.items()):
-            tenants.add_metric([tenant], n)
-        yield tenants
         tenant_dlq = CounterMetricFamily(
             "iot_bridge_tenant_dlq",
             "Messages sent to a DLQ, by tenant and error code (quota_exceeded: over the "
@@ -168,3 +152,11 @@ class BridgeCollector(Collector):
         )
         for name, (help_text, value) in self.gauges().items():
             yield GaugeMetricFamily(name, help_text, value=value)
+
+
+def _counter_by(name: str, doc: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:
+    """A counter with one sample per key of ``counts`` (sorted), the key as its ``label``."""
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for key, n in sorted(counts.items()):
+        family.add_metric([key], n)
+    return family

@@ -11,17 +11,14 @@ the name with dashes; defaults < environment < flags; frozen, validated when bui
 
 from __future__ import annotations
 
-import argparse
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from appconfig import settings as appsettings
 from bridge.config import BridgeConfig
 from bridge.errors import ConfigError
 
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
 
 _setting = appsettings.setting
 
@@ -115,15 +112,6 @@ class CommandConfig(BridgeConfig):
         return problems
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting (the bridge's and the command path's) to ``parser``."""
-    appsettings.add_arguments(parser, CommandConfig, "bridge and command path settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace,
-    environ: Mapping[str, str] | None = None,
-    **overrides: Any,
-) -> CommandConfig:
-    """Build the config from defaults < environment < parsed flags < overrides."""
-    return appsettings.from_namespace(CommandConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(CommandConfig, "bridge and command path settings", ConfigError)
+add_arguments = PARSER.add_arguments  # one flag per setting, the bridge's and the command path's
+from_namespace = PARSER.from_namespace  # defaults < environment < parsed flags < overrides

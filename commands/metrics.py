@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from bridge.http import HealthServer
+from health.server import HealthServer
 
 # stats key -> help text; exported as iot_commands_<key>_total (always, 0 until counted). A key
 # the service counts that is not listed here is exported too, with a generic help text.

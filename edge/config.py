@@ -7,7 +7,6 @@ site directory; ``up``/``down``/``status`` read it from there.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
@@ -133,9 +132,7 @@ class EdgeConfig:
         environ: Mapping[str, str] | None = None,
         **overrides: Any,
     ) -> EdgeConfig:
-        parser = argparse.ArgumentParser(add_help=False)
-        add_arguments(parser)
-        return from_namespace(parser.parse_args(list(argv or [])), environ, **overrides)
+        return PARSER.load(argv, environ, **overrides)
 
 
 def site_topic(tenant: str, site: str, leaf: str) -> str:
@@ -143,14 +140,9 @@ def site_topic(tenant: str, site: str, leaf: str) -> str:
     return f"{topics.site_root(tenant, site)}/{leaf}"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    appsettings.add_arguments(parser, EdgeConfig, "site settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
-) -> EdgeConfig:
-    return appsettings.from_namespace(EdgeConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(EdgeConfig, "site settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace
 
 
 def read_site(site_dir: Path) -> EdgeConfig:

@@ -9,27 +9,23 @@ reach Mosquitto needs a rotate, since the registry never keeps it).
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from registry import dynsec_plan as plan
 from registry import hashing, ids
-from registry.audit import AuditRecord
-from registry.dynsec import DynsecClient, DynsecError
+from registry.api_access import AccessKeys
+from registry.core import Issued
+from registry.dynsec import DynsecClient
 from registry.errors import (
     ConflictError,
-    ForbiddenError,
-    MosquittoOutOfStepError,
     NotFoundError,
 )
 from registry.kafka_store import KafkaStore
 from registry.model import (
-    ApiKey,
     Credentials,
     Device,
     Entity,
@@ -37,37 +33,12 @@ from registry.model import (
     Role,
     ServiceAccount,
     Tenant,
-    TopicAcl,
     bump,
 )
-from registry.permissions import READ, WRITE, Actor, allowed
-from registry.state import RegistryState, encode, entity_key, rebuild
+from registry.permissions import READ, WRITE, Actor
 
 
-@dataclass(frozen=True)
-class Issued:
-    """A created or re-keyed entity and its new secret, shown once and never stored."""
-
-    entity: Entity
-    secret: str | None
-
-
-class Registry:
-    def __init__(
-        self,
-        store: KafkaStore,
-        actor: Actor,
-        mosquitto: DynsecClient | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.store = store
-        self.actor = actor
-        self.mosquitto = mosquitto
-        self._clock = clock
-        self.state = RegistryState()
-        self.writer = False
-        self._position: dict[int, int] | None = None
-
+class Registry(AccessKeys):
     @classmethod
     def open(
         cls,
@@ -84,80 +55,10 @@ class Registry:
         registry.reload()
         return registry
 
-    def reload(self) -> None:
-        records, self._position = self.store.read_since(None)
-        self.state = rebuild(records)
-
-    def refresh(self) -> int:
-        """Apply what other writers committed since the last read; returns the record count."""
-        records, self._position = self.store.read_since(self._position)
-        for key, value in records:
-            self.state.apply(key, value)
-        return len(records)
-
-    def _now(self) -> int:
-        return int(self._clock() * 1000)
-
-    # --- plumbing ------------------------------------------------------------------------------
-
-    def _check(self, kind: str, access: str, tenant: str | None) -> None:
-        if allowed(self.actor, kind, access, tenant):
-            return
-        scope = tenant or "system"
-        if access == WRITE and self.writer:  # a refused change is on the audit trail too
-            denied = AuditRecord(
-                self._now(), self.actor.name, f"{kind}.{access}", f"{kind}/{scope}", "denied"
-            )
-            self.store.commit([], [denied])
-        raise ForbiddenError(f"{self.actor.name} may not {access} {kind}s of {scope}")
-
-    def _commit(
-        self,
-        action: str,
-        put: Sequence[Entity] = (),
-        delete: Sequence[Entity] = (),
-        commands: Sequence[plan.Command] = (),
-        detail: dict[str, Any] | None = None,
-        *,
-        deferred: list[plan.Command] | None = None,
-    ) -> None:
-        records: list[tuple[bytes, bytes | None]] = [encode(e) for e in put]
-        records += [(entity_key(e).encode(), None) for e in delete]
-        now = self._now()
-        audits = [
-            AuditRecord(now, self.actor.name, action, entity_key(e), detail=detail or {})
-            for e in (*put, *delete)
-        ]
-        self.store.commit(records, audits)
-        for e in put:
-            self.state.put(e)
-        for e in delete:
-            self.state.remove(e)
-        if deferred is not None:  # the caller brings Mosquitto in step (a stopped one's file)
-            deferred.extend(commands)
-        elif self.mosquitto is not None and commands:
-            try:
-                self.mosquitto.call(commands)
-            except DynsecError as exc:
-                raise MosquittoOutOfStepError(
-                    f"{action} saved in the registry, but Mosquitto was not updated ({exc}): "
-                    "run `iot-devices mosquitto sync`, then rotate any secret this issued"
-                ) from exc
-
     # --- tenants -------------------------------------------------------------------------------
-
-    def tenant(self, tenant_id: str) -> Tenant:
-        self._check("tenant", READ, tenant_id)
-        found = self.state.tenants.get(tenant_id)
-        if found is None:
-            raise NotFoundError(f"no tenant {tenant_id!r}")
-        return found
 
     def tenants(self) -> list[Tenant]:
         return [t for _, t in sorted(self.state.tenants.items()) if self._may("tenant", READ, t.id)]
-
-    def _may(self, kind: str, access: str, tenant: str | None) -> bool:
-        return allowed(self.actor, kind, access, tenant)
 
     def create_tenant(self, tenant_id: str, quotas: Quotas | None = None) -> Tenant:
         self._check("tenant", WRITE, None)
@@ -203,13 +104,6 @@ class Registry:
 
     def _accounts_of(self, tenant_id: str) -> list[ServiceAccount]:
         return [a for _, a in sorted(self.state.accounts.items()) if a.tenant == tenant_id]
-
-    def _tenant_disabled(self, tenant_id: str | None) -> bool:
-        """True if ``tenant_id`` names a tenant that is disabled or gone (None: system)."""
-        if tenant_id is None:
-            return False
-        owner = self.state.tenants.get(tenant_id)
-        return owner is None or owner.disabled
 
     # --- devices -------------------------------------------------------------------------------
 
@@ -469,101 +363,6 @@ class Registry:
         if account is None or not hashing.verify_in_constant_time(secret, stored):
             return None
         return Actor(f"svc/{account.name}", account.roles, account.tenant)
-
-    # --- HTTP api keys and topic metadata (iot-api's /apiKeys and topic ACLs) -------------------
-
-    def api_key(self, key: str) -> ApiKey:
-        found = self.state.api_keys.get(key)
-        if found is None:
-            raise NotFoundError(f"no api key {key!r}")
-        self._check("apikey", READ, found.tenant)
-        return found
-
-    def api_keys(self, tenant: str | None = None) -> list[ApiKey]:
-        return [
-            k
-            for _, k in sorted(self.state.api_keys.items())
-            if (tenant is None or k.tenant == tenant) and self._may("apikey", READ, k.tenant)
-        ]
-
-    def create_api_key(
-        self,
-        key: str,
-        tenant: str,
-        role: Role,
-        *,
-        secret: str,
-        salt: str,
-        email: str = "",
-        description: str = "",
-    ) -> ApiKey:
-        """Record a key whose secret the caller issued (only its hash and salt are kept)."""
-        self._check("apikey", WRITE, tenant)
-        if key in self.state.api_keys:
-            raise ConflictError(f"api key {key!r} exists")
-        self.tenant(tenant)
-        now = self._now()
-        made = ApiKey(
-            key, tenant, role, salt, hashing.hash_secret(secret), email, description,
-            created_at=now, updated_at=now,
-        )  # fmt: skip
-        detail = {"tenant": tenant, "role": str(role), "email": email}
-        self._commit("apikey.create", put=[made], detail=detail)
-        return made
-
-    def update_api_key(self, key: str, **changes: Any) -> ApiKey:
-        """Change ``email``, ``description`` or ``disabled`` of a key."""
-        old = self._own_or_checked_key(key)
-        new = bump(old, self._now(), **changes)
-        self._commit("apikey.update", put=[new], detail=dict(changes))
-        return new
-
-    def delete_api_key(self, key: str) -> None:
-        old = self._own_or_checked_key(key)
-        self._commit("apikey.delete", delete=[old])
-
-    def _own_or_checked_key(self, key: str) -> ApiKey:
-        """A key may change or delete itself (MR's rule); anyone else needs the right."""
-        found = self.state.api_keys.get(key)
-        if found is None:
-            raise NotFoundError(f"no api key {key!r}")
-        if self.actor.name != f"apikey/{key}":
-            self._check("apikey", WRITE, found.tenant)
-        return found
-
-    def authenticate_api_key(self, key: str, secret: str) -> ApiKey | None:
-        """The enabled key of an enabled tenant whose secret is ``secret``, or None."""
-        found = self.state.api_keys.get(key)
-        usable = (
-            found is not None and not found.disabled and not self._tenant_disabled(found.tenant)
-        )
-        stored = found.secret_hash if found is not None and usable else None
-        return found if hashing.verify_in_constant_time(secret, stored) else None
-
-    def topic_acl(self, topic: str) -> TopicAcl | None:
-        return self.state.topic_acls.get(topic)
-
-    def set_topic_acl(self, topic: str, tenant: str, **changes: Any) -> TopicAcl:
-        """Create or change a topic's owner, description or access lists."""
-        self._check("topic", WRITE, tenant)
-        old = self.state.topic_acls.get(topic)
-        now = self._now()
-        if old is None:
-            new = dataclasses.replace(
-                TopicAcl(topic, tenant, created_at=now, updated_at=now), **changes
-            )
-        else:
-            new = bump(old, now, **changes)
-        detail = {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
-        self._commit("topic.acl", put=[new], detail=detail)
-        return new
-
-    def delete_topic_acl(self, topic: str) -> None:
-        old = self.state.topic_acls.get(topic)
-        if old is None:
-            return
-        self._check("topic", WRITE, old.tenant)
-        self._commit("topic.delete", delete=[old])
 
 
 def _hash_all(secrets: Sequence[str], params: hashing.ScryptParams) -> list[str]:

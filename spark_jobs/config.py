@@ -13,13 +13,13 @@ import dataclasses
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from appconfig import settings as appsettings
 from spark_jobs.errors import ConfigError
 
-ENV_PREFIX = "IOT_"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JARS_DIR = REPO_ROOT / "kafka" / "spark-connector" / "libs"
 
@@ -46,12 +46,8 @@ def check_master(master: str) -> str:
     )
 
 
-def _setting(default: Any, help_text: str) -> Any:
-    return field(default=default, metadata={"help": help_text})
-
-
-def env_name(field_name: str) -> str:
-    return ENV_PREFIX + field_name.upper()
+_setting = appsettings.setting
+env_name = appsettings.env_name  # the environment variable of a setting
 
 
 @dataclass(frozen=True, slots=True)

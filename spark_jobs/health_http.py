@@ -7,14 +7,13 @@ recovers by itself); ``/readyz`` is 200 when every query is active and none is s
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from health.server import HealthServer
 from spark_jobs.query_health import JobHealth
 
 
@@ -71,60 +70,20 @@ class _JobCollector(Collector):
         yield from families.values()
 
 
-class HealthEndpoint:
+class HealthEndpoint(HealthServer):
     """Serves a :class:`JobHealth` snapshot taken under the caller's lock."""
 
     def __init__(self, host: str, port: int, snapshot: Callable[[], JobHealth]) -> None:
-        self.host = host
-        self.requested_port = port
+        registry = CollectorRegistry()
+        registry.register(_JobCollector(snapshot))
+        super().__init__(
+            host,
+            port,
+            registry,
+            alive=lambda: snapshot().running,
+            ready=lambda: snapshot().ready,
+            not_alive=lambda: "not running",
+            not_ready=lambda: "\n".join(snapshot().problems() or ["starting"]),
+            thread_name="analytics-http",
+        )
         self.snapshot = snapshot
-        self.registry = CollectorRegistry()
-        self.registry.register(_JobCollector(snapshot))
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
-
-    def start(self) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                job = outer.snapshot()
-                if path == "/metrics":
-                    self._reply(200, generate_latest(outer.registry), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    ok = job.running
-                    self._reply(200 if ok else 503, b"ok\n" if ok else b"not running\n")
-                elif path == "/readyz":
-                    if job.ready:
-                        self._reply(200, b"ready\n")
-                    else:
-                        why = "\n".join(job.problems() or ["starting"]) + "\n"
-                        self._reply(503, why.encode())
-                else:
-                    self._reply(404, b"not found: try /metrics, /healthz, /readyz\n")
-
-            def _reply(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self._server = ThreadingHTTPServer((self.host, self.requested_port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, name="analytics-http", daemon=True
-        ).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+from dataclasses import fields
 from pathlib import Path
 
 from bridge.console import new_parser
@@ -165,10 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         "path and N simulated devices (only the missing ones; secrets in 0600 files under the "
         "secrets dir); `up` does this itself, docker-compose's auth-init service runs it",
     )  # fmt: skip
-    prov.add_argument(
-        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
-        help="Kafka holding the registry (env IOT_KAFKA_BOOTSTRAP)",
-    )  # fmt: skip
+    _kafka_bootstrap_flag(prov, "Kafka holding the registry")
     prov.add_argument(
         "--mqtt-host", default=os.environ.get("IOT_MQTT_HOST", "127.0.0.1"),
         help="Mosquitto whose dynamic security the registry drives (env IOT_MQTT_HOST)",
@@ -177,15 +175,19 @@ def _parser() -> argparse.ArgumentParser:
         "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
     )
     topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
-    topics.add_argument(
-        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
-        help="Kafka to create them on (env IOT_KAFKA_BOOTSTRAP)",
-    )  # fmt: skip
+    _kafka_bootstrap_flag(topics, "Kafka to create them on")
     topics.add_argument(
         "--partitions", type=int, default=int(os.environ.get("IOT_PARTITIONS", "12")),
         help="partitions per topic (env IOT_PARTITIONS, default 12)",
     )  # fmt: skip
     return parser
+
+
+def _kafka_bootstrap_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+        help=f"{what} (env IOT_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
 
 
 def _insecure_flag(parser: argparse.ArgumentParser) -> None:
@@ -215,40 +217,11 @@ def _tls_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> StackConfig:
-    return StackConfig.from_env(
-        data_dir=args.data_dir,
-        mqtt_port=args.mqtt_port,
-        mqtt_tls_port=args.mqtt_tls_port,
-        mqtt_tls=getattr(args, "mqtt_tls", None),
-        tls_ca_cert=getattr(args, "tls_ca_cert", None),
-        tls_ca_key=getattr(args, "tls_ca_key", None),
-        kafka_port=args.kafka_port,
-        kafka_controller_port=args.kafka_controller_port,
-        kafka_nodes=args.kafka_nodes,
-        kafka_node_id=getattr(args, "kafka_node_id", None),
-        external_kafka=getattr(args, "external_kafka", None),
-        bind_host=args.bind_host,
-        bridge_http_port=args.bridge_http_port,
-        commands_http_port=args.commands_http_port,
-        api_port=args.api_port,
-        mqtt_autosave_changes=args.mqtt_autosave_changes,
-        api_tls_port=getattr(args, "api_tls_port", None),
-        with_api=getattr(args, "with_api", None),
-        api_console=getattr(args, "api_console", None),
-        commands_mode=getattr(args, "commands_mode", None),
-        bridges=getattr(args, "bridges", None),
-        partitions=getattr(args, "partitions", None),
-        start_timeout=getattr(args, "timeout", None),
-        with_bridge=getattr(args, "with_bridge", None),
-        with_analytics=getattr(args, "with_analytics", None),
-        devices=getattr(args, "devices", None),
-        device_rate=getattr(args, "device_rate", None),
-        spark_workers=getattr(args, "spark_workers", None),
-        spark_worker_cores=getattr(args, "spark_worker_cores", None),
-        spark_worker_memory=getattr(args, "spark_worker_memory", None),
-        spark_master=getattr(args, "spark_master", None),
-        insecure_anonymous=getattr(args, "insecure_anonymous", None),
-    )
+    """The environment's config with the flags given (None = not given) of the subcommand: each
+    flag's dest is the setting it sets, but `--timeout` (start_timeout)."""
+    given = vars(args) | {"start_timeout": getattr(args, "timeout", None)}
+    settings = {f.name for f in fields(StackConfig)}
+    return StackConfig.from_env(**{k: v for k, v in given.items() if k in settings})
 
 
 def _say(message: str) -> None:

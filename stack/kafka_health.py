@@ -55,3 +55,31 @@ def cluster_view(bootstrap: str, timeout: float = 10.0) -> ClusterView:
         for p in topic.partitions.values()
     ]
     return ClusterView(brokers, partitions)
+
+
+def health_lines(bootstrap: str) -> list[str]:
+    """`status` lines on the Kafka cluster: brokers, quorum leader, under-replicated
+    partitions (for a local cluster and an external one)."""
+    try:
+        view = cluster_view(bootstrap)
+    except StackError as exc:
+        return [f"kafka: {exc}"]
+    lines = [
+        "kafka brokers: " + ", ".join(f"{i} {addr}" for i, addr in sorted(view.brokers.items()))
+    ]
+    try:
+        quorum = quorum_status(bootstrap)
+        voters = ",".join(str(v) for v in quorum.voters)
+        lines.append(
+            f"kafka quorum leader: node {quorum.leader_id} (epoch {quorum.leader_epoch}, "
+            f"voters {voters})"
+        )
+    except (StackError, OSError, subprocess.TimeoutExpired) as exc:
+        lines.append(f"kafka quorum leader: unknown ({exc})")
+    urp = view.under_replicated
+    text = ", ".join(f"{p.topic}/{p.partition} isr {list(p.isr)}" for p in urp[:10])
+    more = f" (+{len(urp) - 10} more)" if len(urp) > 10 else ""
+    lines.append(
+        f"kafka under-replicated partitions: {len(urp)}" + (f": {text}{more}" if urp else "")
+    )
+    return lines

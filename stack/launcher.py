@@ -5,40 +5,27 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from device_sim.spec import FleetSpec
-from registry.kafka_store import REGISTRY_TOPIC
 from stack import mqtt_tls
-from stack.app_service import AppService, alive_for, http_ok
+from stack.app_services import AppServices
 from stack.config import StackConfig
 from stack.errors import StackError
-from stack.kafka_health import cluster_view, quorum_status
+from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.process import ManagedProcess
-from stack.provisioning import account_login, provision
-from stack.secret_files import account_secret, admin_secret, device_credentials
-from stack.spark_cluster import (
-    SparkMaster,
-    SparkWorker,
-    analytics_env,
-    live_endpoint,
-    worker_numbers,
-)
+from stack.provisioning import provision
+from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
 from stack.supervision import ServiceRecord
 from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
-
-# the shared subscription group of `--bridges N` and the prefix of the instances' client ids
-BRIDGE_SHARE_GROUP = "iot-bridge"
 
 
 class Service(Protocol):
@@ -117,7 +104,7 @@ class SupervisorService:
         return self.process.running()
 
 
-class Stack:
+class Stack(AppServices):
     """Mosquitto + Kafka, then the appliance's own processes, under one data dir."""
 
     def __init__(self, config: StackConfig) -> None:
@@ -150,80 +137,6 @@ class Stack:
         return self.config.kafka_bootstrap
 
     # -- the services, in start order ----------------------------------------------------------
-    def _app_env(self) -> dict[str, str]:
-        cfg = self.config
-        return {
-            "IOT_MQTT_HOST": cfg.connect_host,
-            "IOT_MQTT_PORT": str(cfg.mqtt_port),
-            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
-            "IOT_LOG_FORMAT": "json",
-        }
-
-    def _login_env(self, account: str) -> dict[str, str]:
-        """The service's MQTT user name and password *file* (the secret stays off its env)."""
-        if self.config.insecure_anonymous:
-            return {}
-        login = account_login(self.config.secrets_dir, account)
-        return {
-            "IOT_MQTT_USERNAME": login.username,
-            "IOT_MQTT_PASSWORD_FILE": str(login.password_file),
-        }
-
-    def device_ids(self) -> list[str]:
-        """The simulator's device ids (`iot-sim run --devices N`: dev-00000 ...)."""
-        if self.config.devices <= 0:
-            return []
-        spec = FleetSpec(devices=self.config.devices)
-        return [spec.device_id(i) for i in range(spec.devices)]
-
-    def bridge(self, index: int = 0) -> AppService:
-        """The bridge; index 0 = the only one, i >= 1 = instance `bridge-i` of `--bridges N`.
-
-        Instances share one subscription ($share/<group>/devices/+/...), so Mosquitto spreads
-        the messages over them. Each has its own client id, hence its own persistent session
-        (a shared id would take over the other's session), and its own metrics port.
-        """
-        cfg = self.config
-        port = cfg.bridge_http_port_of(index)
-        url = f"http://{cfg.connect_host}:{port}"
-        # separate: the `commands` service runs it; inline: a thread of the (first) bridge
-        inline = cfg.commands_mode == "inline" and index <= 1
-        env = (
-            self._app_env()
-            | self._login_env("bridge")
-            | {
-                "IOT_HTTP_HOST": cfg.connect_host,
-                "IOT_HTTP_PORT": str(port),
-                "IOT_COMMANDS_ENABLED": "1" if inline else "0",
-            }
-            # tenants' msgs/s quotas come from the registry (none without authentication)
-            | ({} if cfg.insecure_anonymous else {"IOT_REGISTRY_TOPIC": REGISTRY_TOPIC})
-        )
-        if index <= 1 and not cfg.insecure_anonymous:
-            # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
-            env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
-        if index >= 1:
-            env |= {
-                "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
-                "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
-            }
-        return AppService(
-            cfg,
-            f"bridge-{index}" if index >= 1 else "bridge",
-            [sys.executable, "-m", "commands.inline" if inline else "bridge.cli"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=f"{url}/metrics",
-            supervisor=self.link,
-        )
-
-    def bridges(self) -> list[AppService]:
-        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription."""
-        if self.config.bridges == 1:
-            return [self.bridge()]
-        return [self.bridge(i) for i in range(1, self.config.bridges + 1)]
-
     def _bridge_instances_seen(self) -> set[int]:
         """Instances an earlier `up --bridges N` recorded or left pid files for (`down` and
         `status` must find them all, whatever their own flags)."""
@@ -231,117 +144,6 @@ class Stack:
         names += list(self._recorded_endpoints())
         suffixes = [name.removeprefix("bridge-") for name in names if name.startswith("bridge-")]
         return {int(s) for s in suffixes if s.isdigit() and int(s) >= 1}
-
-    def commands(self) -> AppService:
-        """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
-        cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
-        env = (
-            self._app_env()
-            | self._login_env("commands")
-            | {
-                "IOT_HTTP_HOST": cfg.connect_host,
-                "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
-            }
-        )
-        return AppService(
-            cfg,
-            "commands",
-            [sys.executable, "-m", "commands.cli", "serve"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=f"{url}/metrics",
-            supervisor=self.link,
-        )
-
-    def api(self) -> AppService:
-        """iot-api, the HTTP door: registry Basic auth, or anonymous when the stack is."""
-        cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.api_port}"
-        auth = "IOT_INSECURE_ANONYMOUS" if cfg.insecure_anonymous else "IOT_REGISTRY_AUTH"
-        env = {
-            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
-            "IOT_API_HOST": cfg.connect_host,
-            "IOT_API_PORT": str(cfg.api_port),
-            auth: "1",
-            # devices added over HTTP (/ops) reach Mosquitto as svc/registry
-            "IOT_REGISTRY_MQTT_HOST": cfg.connect_host,
-            "IOT_REGISTRY_MQTT_PORT": str(cfg.mqtt_port),
-            # HTTP devices' commands: one MQTT session per device, as svc/api
-            "IOT_MQTT_HOST": cfg.connect_host,
-            "IOT_MQTT_PORT": str(cfg.mqtt_port),
-        }
-        if not cfg.insecure_anonymous:
-            env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
-            api_login = account_login(cfg.secrets_dir, "api")
-            env["IOT_MQTT_USERNAME"] = api_login.username
-            env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
-        if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
-            env |= {
-                "IOT_TLS_PORT": str(cfg.api_tls_port),
-                "IOT_TLS_CA_DIR": str(cfg.data_dir / "ca"),
-            }
-        if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
-            host = cfg.connect_host
-            env |= {
-                "IOT_CONSOLE": "1",
-                "IOT_CONSOLE_MQTT_HOST": host,
-                "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
-                "IOT_CONSOLE_SERVICES": ",".join(
-                    f"{b.name}=http://{host}:{cfg.bridge_http_port_of(i)}"
-                    for i, b in enumerate(self.bridges(), start=0 if cfg.bridges == 1 else 1)
-                )
-                + f",commands=http://{host}:{cfg.commands_http_port},"
-                f"analytics=http://{host}:{cfg.analytics_http_port}",
-                "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
-                "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
-            }
-            if not cfg.insecure_anonymous:
-                env["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
-                # edge sites, read as `iot-stack status` reads them (docs/edge.md)
-                env["IOT_CONSOLE_SITES_PASSWORD_FILE"] = str(
-                    account_secret(cfg.secrets_dir, "bridge")
-                )
-        return AppService(
-            cfg,
-            "api",
-            [sys.executable, "-m", "api"],
-            env=env,
-            ready=lambda: http_ok(f"{url}/readyz"),
-            ready_what=f"{url}/readyz answering 200",
-            endpoint=url,
-            supervisor=self.link,
-        )
-
-    def analytics(self) -> AppService:
-        cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
-        env = (
-            self._app_env()
-            | {
-                "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
-                "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
-                "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
-                "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
-            }
-            | analytics_env(cfg)
-        )
-        endpoint = f"{url}/metrics"
-        if cfg.analytics_master.startswith("spark://"):
-            ui = f"http://{cfg.connect_host}:{cfg.spark_app_ui_port}"
-            endpoint += f" on {cfg.analytics_master} ui {ui}"
-        return AppService(
-            cfg,
-            "analytics",
-            [sys.executable, "-m", "spark_jobs.cli", "stream"],
-            env=env,
-            # /healthz answers once the session is up and the queries started
-            ready=lambda: http_ok(f"{url}/healthz"),
-            ready_what=f"{url}/healthz answering 200",
-            endpoint=endpoint,
-            supervisor=self.link,
-        )
 
     def spark_cluster(self, numbers: list[int] | None = None) -> list[tuple[str, Service]]:
         """The Spark master and workers 1..N (`--spark-workers N`), in start order."""
@@ -355,29 +157,6 @@ class Stack:
             worker.process.supervisor = self.link
             found.append((worker.name, worker))
         return found
-
-    def devices(self) -> AppService:
-        cfg = self.config
-        argv = [
-            sys.executable, "-m", "device_sim.cli", "run",
-            "--devices", str(cfg.devices),
-            "--rate", str(cfg.device_rate),
-            "--duration", str(int(cfg.device_hours * 3600)),
-            "--runs-dir", str(cfg.data_dir / "sim-runs"),
-            "--no-progress",
-        ]  # fmt: skip
-        if not cfg.insecure_anonymous:  # each device logs in with its own secret
-            argv += ["--credentials", str(device_credentials(cfg.secrets_dir))]
-        return AppService(
-            cfg,
-            "devices",
-            argv,
-            env=self._app_env(),
-            ready=lambda: alive_for(3.0),
-            ready_what="the simulator staying up",
-            endpoint=f"{cfg.devices} devices at {cfg.device_rate}/s",
-            supervisor=self.link,
-        )
 
     def services(self) -> list[tuple[str, Service]]:
         found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto)]
@@ -574,33 +353,8 @@ class Stack:
         return _kafka_for(cfg, self.link)
 
     def kafka_health(self) -> list[str]:
-        """`status` lines on the Kafka cluster: brokers, quorum leader, under-replicated
-        partitions (for a local cluster and an external one)."""
-        recorded = self._recorded_endpoints()
-        bootstrap = recorded.get("kafka") or self.config.kafka_bootstrap
-        try:
-            view = cluster_view(bootstrap)
-        except StackError as exc:
-            return [f"kafka: {exc}"]
-        lines = [
-            "kafka brokers: " + ", ".join(f"{i} {addr}" for i, addr in sorted(view.brokers.items()))
-        ]
-        try:
-            quorum = quorum_status(bootstrap)
-            voters = ",".join(str(v) for v in quorum.voters)
-            lines.append(
-                f"kafka quorum leader: node {quorum.leader_id} (epoch {quorum.leader_epoch}, "
-                f"voters {voters})"
-            )
-        except (StackError, OSError, subprocess.TimeoutExpired) as exc:
-            lines.append(f"kafka quorum leader: unknown ({exc})")
-        urp = view.under_replicated
-        text = ", ".join(f"{p.topic}/{p.partition} isr {list(p.isr)}" for p in urp[:10])
-        more = f" (+{len(urp) - 10} more)" if len(urp) > 10 else ""
-        lines.append(
-            f"kafka under-replicated partitions: {len(urp)}" + (f": {text}{more}" if urp else "")
-        )
-        return lines
+        """`status` lines on the Kafka cluster the last `up` used (see `health_lines`)."""
+        return health_lines(self._recorded_endpoints().get("kafka") or self.config.kafka_bootstrap)
 
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from api.errors import ConfigError
 from appconfig import settings as appsettings
@@ -73,9 +70,7 @@ class ConsoleConfig:
             self.services()
         except ValueError as exc:
             checks.append((False, str(exc)))
-        problems = [message for ok, message in checks if not ok]
-        if problems:
-            raise ConfigError("invalid console configuration: " + "; ".join(problems))
+        appsettings.check_all(checks, "console", ConfigError)
 
     def services(self) -> dict[str, str]:
         """``console_services`` as {name: base url}."""
@@ -88,11 +83,6 @@ class ConsoleConfig:
         return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    appsettings.add_arguments(parser, ConsoleConfig, "console settings")
-
-
-def from_namespace(
-    ns: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any
-) -> ConsoleConfig:
-    return appsettings.from_namespace(ConsoleConfig, ns, environ, overrides, ConfigError)
+PARSER = appsettings.SettingsParser(ConsoleConfig, "console settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace

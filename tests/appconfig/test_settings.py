@@ -69,3 +69,33 @@ def test_help_names_the_environment_and_default_and_keeps_percent_signs() -> Non
     assert "[env IOT_PORT, default 80]" in text
     assert "50% by default" in text
     assert s.setting("", "h", secret=True).metadata["secret"] is True
+
+
+def test_a_bound_parser_loads_defaults_env_flags_overrides_in_order() -> None:
+    bound = s.SettingsParser(Example, "example settings", BadSettingError)
+    env = {"IOT_PORT": "81", "IOT_NAME": "env"}
+    assert bound.load([], {}) == Example()
+    assert bound.load(None, env) == Example(port=81, name="env")
+    assert bound.load(["--port", "82", "--on"], env) == Example(port=82, name="env", on=True)
+    assert bound.load(["--port", "82"], env, port=83, token="t") == Example(
+        83, 0.5, "env", False, "t"
+    )
+    with pytest.raises(BadSettingError, match="IOT_PORT: cannot read 'x' as int"):
+        bound.load([], {"IOT_PORT": "x"})
+    p = argparse.ArgumentParser()
+    bound.add_arguments(p)
+    assert bound.from_namespace(p.parse_args(["--ratio", "0.75"]), {}) == Example(ratio=0.75)
+
+
+def test_check_all_names_every_failed_check_in_order() -> None:
+    s.check_all([(True, "fine")], "example", BadSettingError)  # nothing failed: no error
+    with pytest.raises(BadSettingError) as err:
+        s.check_all([(False, "a must be > 0"), (True, "ok"), (False, "b")], "x", BadSettingError)
+    assert str(err.value) == "invalid x configuration: a must be > 0; b"
+
+
+def test_redacted_hides_only_secrets_that_are_set() -> None:
+    assert s.redacted(Example(token="hunter2")) == {
+        "port": 80, "ratio": 0.5, "name": "x", "on": False, "token": "***",
+    }  # fmt: skip
+    assert s.redacted(Example())["token"] == ""

@@ -15,8 +15,10 @@ from bench.results import (
     cpu_per_million,
     percentile,
     ratio,
-    scaling_table,
     steady_rate,
+)
+from bench.results_tables import (
+    scaling_table,
     throughput_table,
 )
 
@@ -157,7 +159,13 @@ def test_keep_best_prefers_runs_without_loss() -> None:
 
 
 def test_spread_over_repeated_runs_pairs_rounds() -> None:
-    from bench.results import fmt_range, paired_ratios, spread_table, throughput_runs, value_range
+    from bench.results_tables import (
+        fmt_range,
+        paired_ratios,
+        spread_table,
+        throughput_runs,
+        value_range,
+    )
 
     def rep(contender: str, rate: float, cpu: float) -> RunResult:
         r = _r(contender, 1024, rate, cpu_s_per_million=cpu)
@@ -188,7 +196,7 @@ def test_spread_over_repeated_runs_pairs_rounds() -> None:
 
 
 def test_every_run_shows_kafkas_and_the_machines_cpu_beside_the_contenders() -> None:
-    from bench.results import runs_table
+    from bench.results_tables import runs_table
 
     run = RunResult(OURS, "throughput", 1024, 1000, 1, msgs_per_s=45_000.0, cpu_s=4.9)
     run.broker_cpu_s, run.load_cpu_s, run.kafka_cpu_s, run.machine_cpu_s = 7.9, 3.8, 3.1, 19.6

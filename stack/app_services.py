@@ -1,0 +1,238 @@
+"""The appliance's own processes as the launcher starts them: the bridge (or `--bridges N`
+instances sharing a subscription), the command path, the HTTP door, the analytics job and the
+simulated devices, each with the argv and environment it runs with."""
+
+from __future__ import annotations
+
+import sys
+
+from device_sim.spec import FleetSpec
+from registry.kafka_store import REGISTRY_TOPIC
+from stack.app_service import AppService, alive_for, http_ok
+from stack.config import StackConfig
+from stack.mosquitto_server import MosquittoServer
+from stack.provisioning import account_login
+from stack.secret_files import account_secret, admin_secret, device_credentials
+from stack.spark_cluster import analytics_env
+from stack.supervisor_link import SupervisorLink
+
+# the shared subscription group of `--bridges N` and the prefix of the instances' client ids
+BRIDGE_SHARE_GROUP = "iot-bridge"
+
+
+class AppServices:
+    """The app services of a :class:`~stack.launcher.Stack` (a base class: it reads the stack's
+    config, its supervisor link and Mosquitto's auth-metrics file)."""
+
+    config: StackConfig
+    link: SupervisorLink | None
+    mosquitto: MosquittoServer
+
+    # -- the services, in start order ----------------------------------------------------------
+    def _http_service(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        url: str,
+        *,
+        probe: str = "/readyz",
+        endpoint: str | None = None,
+    ) -> AppService:
+        """A service that is ready once ``url`` + ``probe`` answers 200 (endpoint: /metrics)."""
+        return AppService(
+            self.config,
+            name,
+            argv,
+            env=env,
+            ready=lambda: http_ok(url + probe),
+            ready_what=f"{url}{probe} answering 200",
+            endpoint=f"{url}/metrics" if endpoint is None else endpoint,
+            supervisor=self.link,
+        )
+
+    def _app_env(self) -> dict[str, str]:
+        cfg = self.config
+        return {
+            "IOT_MQTT_HOST": cfg.connect_host,
+            "IOT_MQTT_PORT": str(cfg.mqtt_port),
+            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
+            "IOT_LOG_FORMAT": "json",
+        }
+
+    def _login_env(self, account: str) -> dict[str, str]:
+        """The service's MQTT user name and password *file* (the secret stays off its env)."""
+        if self.config.insecure_anonymous:
+            return {}
+        login = account_login(self.config.secrets_dir, account)
+        return {
+            "IOT_MQTT_USERNAME": login.username,
+            "IOT_MQTT_PASSWORD_FILE": str(login.password_file),
+        }
+
+    def device_ids(self) -> list[str]:
+        """The simulator's device ids (`iot-sim run --devices N`: dev-00000 ...)."""
+        if self.config.devices <= 0:
+            return []
+        spec = FleetSpec(devices=self.config.devices)
+        return [spec.device_id(i) for i in range(spec.devices)]
+
+    def bridge(self, index: int = 0) -> AppService:
+        """The bridge; index 0 = the only one, i >= 1 = instance `bridge-i` of `--bridges N`.
+
+        Instances share one subscription ($share/<group>/devices/+/...), so Mosquitto spreads
+        the messages over them. Each has its own client id, hence its own persistent session
+        (a shared id would take over the other's session), and its own metrics port.
+        """
+        cfg = self.config
+        port = cfg.bridge_http_port_of(index)
+        url = f"http://{cfg.connect_host}:{port}"
+        # separate: the `commands` service runs it; inline: a thread of the (first) bridge
+        inline = cfg.commands_mode == "inline" and index <= 1
+        env = (
+            self._app_env()
+            | self._login_env("bridge")
+            | {
+                "IOT_HTTP_HOST": cfg.connect_host,
+                "IOT_HTTP_PORT": str(port),
+                "IOT_COMMANDS_ENABLED": "1" if inline else "0",
+            }
+            # tenants' msgs/s quotas come from the registry (none without authentication)
+            | ({} if cfg.insecure_anonymous else {"IOT_REGISTRY_TOPIC": REGISTRY_TOPIC})
+        )
+        if index <= 1 and not cfg.insecure_anonymous:
+            # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
+            env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
+        if index >= 1:
+            env |= {
+                "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
+                "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
+            }
+        return self._http_service(
+            f"bridge-{index}" if index >= 1 else "bridge",
+            [sys.executable, "-m", "commands.inline" if inline else "bridge.cli"],
+            env,
+            url,
+        )
+
+    def bridges(self) -> list[AppService]:
+        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription."""
+        if self.config.bridges == 1:
+            return [self.bridge()]
+        return [self.bridge(i) for i in range(1, self.config.bridges + 1)]
+
+    def commands(self) -> AppService:
+        """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
+        env = (
+            self._app_env()
+            | self._login_env("commands")
+            | {
+                "IOT_HTTP_HOST": cfg.connect_host,
+                "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
+            }
+        )
+        return self._http_service(
+            "commands", [sys.executable, "-m", "commands.cli", "serve"], env, url
+        )
+
+    def api(self) -> AppService:
+        """iot-api, the HTTP door: registry Basic auth, or anonymous when the stack is."""
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.api_port}"
+        auth = "IOT_INSECURE_ANONYMOUS" if cfg.insecure_anonymous else "IOT_REGISTRY_AUTH"
+        env = {
+            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
+            "IOT_API_HOST": cfg.connect_host,
+            "IOT_API_PORT": str(cfg.api_port),
+            auth: "1",
+            # devices added over HTTP (/ops) reach Mosquitto as svc/registry
+            "IOT_REGISTRY_MQTT_HOST": cfg.connect_host,
+            "IOT_REGISTRY_MQTT_PORT": str(cfg.mqtt_port),
+            # HTTP devices' commands: one MQTT session per device, as svc/api
+            "IOT_MQTT_HOST": cfg.connect_host,
+            "IOT_MQTT_PORT": str(cfg.mqtt_port),
+        }
+        if not cfg.insecure_anonymous:
+            env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+            api_login = account_login(cfg.secrets_dir, "api")
+            env["IOT_MQTT_USERNAME"] = api_login.username
+            env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
+        if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
+            env |= {
+                "IOT_TLS_PORT": str(cfg.api_tls_port),
+                "IOT_TLS_CA_DIR": str(cfg.data_dir / "ca"),
+            }
+        if cfg.api_console:  # docs/console.md; device changes reach Mosquitto as svc/registry
+            host = cfg.connect_host
+            env |= {
+                "IOT_CONSOLE": "1",
+                "IOT_CONSOLE_MQTT_HOST": host,
+                "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
+                "IOT_CONSOLE_SERVICES": ",".join(
+                    f"{b.name}=http://{host}:{cfg.bridge_http_port_of(i)}"
+                    for i, b in enumerate(self.bridges(), start=0 if cfg.bridges == 1 else 1)
+                )
+                + f",commands=http://{host}:{cfg.commands_http_port},"
+                f"analytics=http://{host}:{cfg.analytics_http_port}",
+                "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
+                "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
+            }
+            if not cfg.insecure_anonymous:
+                env["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
+                # edge sites, read as `iot-stack status` reads them (docs/edge.md)
+                env["IOT_CONSOLE_SITES_PASSWORD_FILE"] = str(
+                    account_secret(cfg.secrets_dir, "bridge")
+                )
+        return self._http_service("api", [sys.executable, "-m", "api"], env, url, endpoint=url)
+
+    def analytics(self) -> AppService:
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"
+        env = (
+            self._app_env()
+            | {
+                "IOT_WAREHOUSE_DIR": str(cfg.warehouse_dir),
+                "IOT_CHECKPOINT_DIR": str(cfg.data_dir / "checkpoints"),
+                "IOT_ANALYTICS_HTTP_HOST": cfg.connect_host,
+                "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
+            }
+            | analytics_env(cfg)
+        )
+        endpoint = f"{url}/metrics"
+        if cfg.analytics_master.startswith("spark://"):
+            ui = f"http://{cfg.connect_host}:{cfg.spark_app_ui_port}"
+            endpoint += f" on {cfg.analytics_master} ui {ui}"
+        # /healthz answers once the session is up and the queries started
+        return self._http_service(
+            "analytics",
+            [sys.executable, "-m", "spark_jobs.cli", "stream"],
+            env,
+            url,
+            probe="/healthz",
+            endpoint=endpoint,
+        )
+
+    def devices(self) -> AppService:
+        cfg = self.config
+        argv = [
+            sys.executable, "-m", "device_sim.cli", "run",
+            "--devices", str(cfg.devices),
+            "--rate", str(cfg.device_rate),
+            "--duration", str(int(cfg.device_hours * 3600)),
+            "--runs-dir", str(cfg.data_dir / "sim-runs"),
+            "--no-progress",
+        ]  # fmt: skip
+        if not cfg.insecure_anonymous:  # each device logs in with its own secret
+            argv += ["--credentials", str(device_credentials(cfg.secrets_dir))]
+        return AppService(
+            cfg,
+            "devices",
+            argv,
+            env=self._app_env(),
+            ready=lambda: alive_for(3.0),
+            ready_what="the simulator staying up",
+            endpoint=f"{cfg.devices} devices at {cfg.device_rate}/s",
+            supervisor=self.link,
+        )
