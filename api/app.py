@@ -3,7 +3,7 @@
 Routes come from ``api.routes.ROUTES`` (each names a method of :class:`Handlers` or of one of
 the extra handler objects); every ``events``/``topics``/``apiKeys`` route is authenticated
 unless the service runs ``--insecure-anonymous``, and a route with a ``{topic}`` is checked
-against the caller's tenant and the topic's ACLs (``api.topic_access``).
+against the caller's tenant and the topic's ACLs (``api.plumbing.topic_access``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from confluent_kafka import KafkaException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import __version__
-from api.access import Access
-from api.auth import RegistryAuthenticator
 from api.config import ApiConfig
 from api.errors import (
     ACCESS_NOT_PERMITTED,
@@ -42,18 +40,25 @@ from api.errors import (
     no_such_topic,
     partial_publish,
 )
-from api.framing import parse_body, request_too_large
-from api.kafka_admin import KafkaUnavailableError, NoSuchTopicError, TopicAdmin, TopicExistsError
-from api.kafka_consumers import ConsumerPool, PoolFullError
-from api.kafka_producer import KafkaPublisher
-from api.limits import LONG_POLL_HANDLERS, SSE_HANDLERS, Gate
-from api.metrics import ApiMetrics
-from api.mr_metrics import CacheCounts, render, wants_json
+from api.mr.consumers import ConsumerPool, PoolFullError
+from api.mr.json_metrics import CacheCounts, render, wants_json
+from api.mr.metrics import ApiMetrics
 from api.openapi import document
-from api.operator_model import OPERATOR_TAGS
-from api.params import check_topic_name, parse_create_topic, poll_params
+from api.operator.model import OPERATOR_TAGS
+from api.plumbing.access import Access
+from api.plumbing.auth import RegistryAuthenticator
+from api.plumbing.framing import parse_body, request_too_large
+from api.plumbing.kafka_admin import (
+    KafkaUnavailableError,
+    NoSuchTopicError,
+    TopicAdmin,
+    TopicExistsError,
+)
+from api.plumbing.kafka_producer import KafkaPublisher
+from api.plumbing.limits import LONG_POLL_HANDLERS, SSE_HANDLERS, Gate
+from api.plumbing.params import check_topic_name, parse_create_topic, poll_params
+from api.plumbing.topic_access import PRINCIPAL, TopicGuard
 from api.routes import ROUTES, Route
-from api.topic_access import PRINCIPAL, TopicGuard
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -276,6 +281,8 @@ class Handlers:
 
     async def openapi(self, _request: web.Request) -> web.Response:
         return json_response(document(__version__, secured=not self.cfg.insecure_anonymous))
+
+    sawmill_spec = openapi  # sawmill's `/spec`: the same document
 
 
 @web.middleware

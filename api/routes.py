@@ -132,7 +132,7 @@ QUEUE_ROUTES: tuple[Route, ...] = (
           ok_schema="AckResults", errors=(400, 503)),
 )  # fmt: skip
 
-# HTTP devices (Hono's HTTP adapter paths; api.http_devices, docs/api.md "HTTP devices")
+# HTTP devices (Hono's HTTP adapter paths; api.http_devices.handlers, docs/api.md "HTTP devices")
 DEVICE_TAG = "http-devices"  # not the operator routes' "devices": a device authenticates itself
 DEVICE_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")
 DEVICE_ID = Param("device", "path", "Device id; must be the authenticated device (else 403).")
@@ -223,7 +223,7 @@ ROUTES: tuple[Route, ...] = (
           "Prometheus metrics; MR's JSON ({name: {summary, raw}}) to Accept: application/json.",
           "service", ok="prometheus"),
     Route("GET", "/openapi.json", "openapi", "This document.", "service"),
-    # --- access: api keys, topic ACLs, MR's metrics JSON (api.apikeys, api.topic_access) ---
+    # --- access: api keys, topic ACLs, MR's metrics JSON (mr.apikeys, plumbing.topic_access) ---
     Route("GET", "/metrics/{name}", "metric", "One of MR's metrics as JSON.", "service",
           params=(Param("name", "path", "An MR metric name (recvTotalEvents, upTime, ...)."),),
           ok_schema="MrMetrics", errors=(404,)),
@@ -265,7 +265,7 @@ OPS_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenan
 OPS_DEVICE = Param("id", "path", "Device id.")
 _DEV = "/ops/devices/{tenant}/{id}"
 _DP = (OPS_TENANT, OPS_DEVICE)
-# commands and devices over HTTP for operators and services (api.operator_app, docs/api.md)
+# commands and devices over HTTP for operators and services (api.operator.app, docs/api.md)
 OPERATOR_ROUTES: tuple[Route, ...] = (
     Route("POST", "/ops/commands", "send_command",
           "Send a command to a device or group; `?wait=S` waits (bounded) for a final state: "

@@ -23,7 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from api.kafka_batch import take
+from api.plumbing.kafka_batch import take
 
 
 class KafkaDownError(Exception):

@@ -1,0 +1,1 @@
+"""DMaaP Message Router's door: consumer groups for long polls, ``/apiKeys``, MR's metrics."""
