@@ -175,6 +175,21 @@ DEVICE_ROUTES: tuple[Route, ...] = (
           body_schema="DeviceReply", errors=(400, 403, 503)),
 )  # fmt: skip
 
+
+def _acl_routes(side: str, one: str, acl: str, verb: str) -> tuple[Route, ...]:
+    """MR's two access lists of a topic (producers: writers, consumers: readers), alike."""
+    path = f"/topics/{{topic}}/{side}"
+    return (
+        Route("GET", path, side, f"The topic's {acl} ACL.", "topics", params=(TOPIC,),
+              ok_schema="Acl", errors=(403, 404)),
+        Route("PUT", f"{path}/{{apiKey}}", f"permit_{one}",
+              f"Let a key {verb} (a non-empty list admits only its keys and the owner).",
+              "topics", params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+        Route("DELETE", f"{path}/{{apiKey}}", f"revoke_{one}", f"Take a key off the {acl} ACL.",
+              "topics", params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+    )  # fmt: skip
+
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/events/{topic}", "publish",
@@ -243,22 +258,8 @@ ROUTES: tuple[Route, ...] = (
           ok_schema="ApiKey", errors=(400, 403, 404)),
     Route("DELETE", "/apiKeys/{key}", "delete_key", "Delete a key.", "apiKeys",
           params=(API_KEY,), ok="text", errors=(403, 404)),
-    Route("GET", "/topics/{topic}/producers", "producers", "The topic's writer ACL.", "topics",
-          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
-    Route("PUT", "/topics/{topic}/producers/{apiKey}", "permit_producer",
-          "Let a key publish (a non-empty list admits only its keys and the owner).", "topics",
-          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
-    Route("DELETE", "/topics/{topic}/producers/{apiKey}", "revoke_producer",
-          "Take a key off the writer ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
-          errors=(403, 404)),
-    Route("GET", "/topics/{topic}/consumers", "consumers", "The topic's reader ACL.", "topics",
-          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
-    Route("PUT", "/topics/{topic}/consumers/{apiKey}", "permit_consumer",
-          "Let a key consume (a non-empty list admits only its keys and the owner).", "topics",
-          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
-    Route("DELETE", "/topics/{topic}/consumers/{apiKey}", "revoke_consumer",
-          "Take a key off the reader ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
-          errors=(403, 404)),
+    *_acl_routes("producers", "producer", "writer", "publish"),
+    *_acl_routes("consumers", "consumer", "reader", "consume"),
 )  # fmt: skip
 
 OPS_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")

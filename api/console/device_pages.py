@@ -21,9 +21,8 @@ from api.console.context import (
     problem,
     scan_note,
 )
-from api.console.fleet import FleetState, letter_view
+from api.console.fleet import FleetState, device_json, letter_view
 from api.console.kafka_view import Raw
-from api.console.operators import device_json
 from bridge.commands.client import command_record, new_command_id
 from bridge.commands.model import parse_target
 from registry.errors import RegistryError

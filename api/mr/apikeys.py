@@ -20,7 +20,7 @@ from api.errors import (
     SERVER_UNAVAILABLE,
     ApiError,
 )
-from api.plumbing.access import may_create_key, may_manage_key, may_see_key
+from api.plumbing.access import Principal, may_create_key, may_manage_key, may_see_key
 from api.plumbing.auth import RegistryAuthenticator, describe
 from api.plumbing.cambria import new_key_id, new_salt
 from api.plumbing.topic_access import principal_of
@@ -127,13 +127,18 @@ class ApiKeyHandlers:
             raise _registry_error(exc) from None
         return web.json_response(describe(made, secret=secret))
 
-    async def update_key(self, request: web.Request) -> web.Response:
+    def _managed(self, request: web.Request, verb: str) -> tuple[str, Principal]:
+        """The key of the path and its caller, who must be the key or manage its tenant."""
         key = request.match_info["key"]
         found = self._visible_key(request, key)
         principal = principal_of(request)
         assert principal is not None
         if not may_manage_key(principal, found.tenant, key):
-            raise ApiError(403, ACCESS_NOT_PERMITTED, f"Access Denied. Only [{key}] changes it.")
+            raise ApiError(403, ACCESS_NOT_PERMITTED, f"Access Denied. Only [{key}] {verb} it.")
+        return key, principal
+
+    async def update_key(self, request: web.Request) -> web.Response:
+        key, principal = self._managed(request, "changes")
         body = await _json_body(request)
         changes = {f: body[f] for f in _TEXT_FIELDS if f in body}
         try:
@@ -145,12 +150,7 @@ class ApiKeyHandlers:
         return web.json_response(describe(new))
 
     async def delete_key(self, request: web.Request) -> web.Response:
-        key = request.match_info["key"]
-        found = self._visible_key(request, key)
-        principal = principal_of(request)
-        assert principal is not None
-        if not may_manage_key(principal, found.tenant, key):
-            raise ApiError(403, ACCESS_NOT_PERMITTED, f"Access Denied. Only [{key}] deletes it.")
+        key, principal = self._managed(request, "deletes")
         try:
             await self._auth().write(principal, lambda reg: reg.delete_api_key(key))
         except RegistryError as exc:

@@ -374,16 +374,17 @@ class ConsumerPool:
                     log.exception("keeper: %s/%s", consumer.group, consumer.consumer_id)
 
     async def close(self) -> None:
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
-        await close_all(list(self._consumers.values()))
-        self._consumers.clear()
+        await close_all(self._consumers, self._keeper)
 
 
-async def close_all(members: list[Any]) -> None:
-    """Close members in parallel (bounded by the default executor's threads): one after the
-    other, a thousand consumers leaving their groups took minutes at shutdown."""
+async def close_all(members: dict[Any, Any], keeper: asyncio.Task[None] | None) -> None:
+    """Stop the task that keeps ``members`` alive, then close them in parallel (bounded by the
+    default executor's threads: one after the other, a thousand consumers leaving their groups
+    took minutes at shutdown) and forget them. The MR pool's and the queues' shutdown."""
+    if keeper is not None:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
     if members:
-        await asyncio.gather(*(asyncio.to_thread(m.close_blocking) for m in members))
+        await asyncio.gather(*(asyncio.to_thread(m.close_blocking) for m in members.values()))
+    members.clear()

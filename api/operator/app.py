@@ -13,7 +13,6 @@ its base class's (:mod:`api.operator.registry_routes`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -44,6 +43,7 @@ from api.operator.requests import caller_of, json_response, read_body
 from api.plumbing.kafka_admin import NoSuchTopicError
 from api.sawmill import kafka as sawmill_kafka
 from api.sawmill import model as sawmill
+from api.sawmill.events import stream_events
 from bridge.topics import tenant_kafka_topic
 
 log = logging.getLogger(__name__)
@@ -179,23 +179,13 @@ class OperatorHandlers(RegistryRoutes):
     async def _stream(
         self, request: web.Request, follower: sawmill_kafka.Follower, key: bytes
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers=sawmill.SSE_HEADERS)
-        await response.prepare(request)
-        await response.write(sawmill.sse_retry(1000))
-        quiet_since = time.monotonic()
-        with contextlib.suppress(ConnectionResetError):
-            while not self.closing.is_set():
-                batch = await asyncio.to_thread(follower.poll, 500, 0.5)
-                chunks = [
-                    sse_event("telemetry", f"{m.partition}:{m.offset}", m.value)
-                    for m in batch
-                    if m.key == key and b"\n" not in m.value
-                ]
-                if chunks:
-                    await response.write(b"".join(chunks))
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since >= self.cfg.sse_heartbeat_s:
-                    await response.write(sawmill.SSE_HEARTBEAT)  # also finds a client gone
-                    quiet_since = time.monotonic()
-            await response.write_eof()
-        return response
+        def render(batch: list[sawmill.Message]) -> list[bytes]:
+            return [
+                sse_event("telemetry", f"{m.partition}:{m.offset}", m.value)
+                for m in batch
+                if m.key == key and b"\n" not in m.value
+            ]
+
+        return await stream_events(
+            request, follower, render, self.closing, self.cfg.sse_heartbeat_s
+        )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from api.console.fleet import device_json
 from api.errors import ACCESS_NOT_PERMITTED, INCORRECT_JSON, RESOURCE_NOT_FOUND, ApiError
 from bridge.commands.model import parse_target
 from registry.ids import DEFAULT_TENANT
@@ -271,15 +272,8 @@ def groups_of(value: Any, name: str = "groups") -> list[str]:
 
 def device_view(device: Any, seen: Mapping[str, Any]) -> dict[str, Any]:
     """A registry device with what the fleet feed knows of it (presence, last seen)."""
-    return {
-        "tenant": device.tenant,
-        "id": device.id,
-        "groups": list(device.groups),
-        "disabled": device.disabled,
-        "credentials": list(device.credentials.kinds),
+    return device_json(device) | {
         "site": device.site,
-        "created_at": device.created_at,
-        "updated_at": device.updated_at,
         "online": seen.get("online"),
         "last_seen": seen.get("last_seen"),
         "presence_at": seen.get("presence_at"),

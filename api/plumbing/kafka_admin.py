@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -90,12 +91,9 @@ class TopicAdmin:
                 replication_factor=min(replicas, brokers) if replicas else -1,
             )
             future = admin.create_topics([new], operation_timeout=self._timeout_s)[topic]
-            try:
-                future.result(self._timeout_s)
-            except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise TopicExistsError(topic) from exc
-                raise KafkaUnavailableError(str(exc)) from exc
+            _settle(
+                future, self._timeout_s, KafkaError.TOPIC_ALREADY_EXISTS, TopicExistsError(topic)
+            )
 
         await asyncio.to_thread(run)
         await self._wait_visible(topic)  # listed and publishable when the answer leaves
@@ -119,12 +117,20 @@ class TopicAdmin:
     async def delete(self, topic: str) -> None:
         def run() -> None:
             future = self._admin().delete_topics([topic], operation_timeout=self._timeout_s)[topic]
-            try:
-                future.result(self._timeout_s)
-            except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise NoSuchTopicError(topic) from exc
-                raise KafkaUnavailableError(str(exc)) from exc
+            _settle(
+                future, self._timeout_s, KafkaError.UNKNOWN_TOPIC_OR_PART, NoSuchTopicError(topic)
+            )
 
         await asyncio.to_thread(run)
         self._known.discard(topic)
+
+
+def _settle(future: Future[None], timeout_s: float, code: int, refusal: Exception) -> None:
+    """Wait for an admin operation: ``refusal`` when Kafka answers ``code`` (the topic exists,
+    or does not), any other failure as Kafka being unavailable."""
+    try:
+        future.result(timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() == code:
+            raise refusal from exc
+        raise KafkaUnavailableError(str(exc)) from exc

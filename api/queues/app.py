@@ -10,7 +10,6 @@ takes any request and a restarted one carries on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -79,12 +78,7 @@ class QueueHandlers:
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
 
     async def close(self) -> None:
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
-        await close_all(list(self._consumers.values()))
-        self._consumers.clear()
+        await close_all(self._consumers, self._keeper)
         await asyncio.to_thread(self.tracker.stop)
         await asyncio.to_thread(self.settings.stop)
 

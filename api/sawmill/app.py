@@ -9,7 +9,6 @@ carries our credentials. ``/realtime`` is a real stream (Server-Sent Events) tha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,10 +28,10 @@ from api.plumbing.params import check_topic_name
 from api.plumbing.topic_access import PRINCIPAL, TopicGuard
 from api.sawmill import kafka as sawmill_kafka
 from api.sawmill import model as sawmill
+from api.sawmill.events import stream_events
 from api.sawmill.model import SawmillError
 
 log = logging.getLogger(__name__)
-_POLL_S = 0.5  # one stream read; a closing service ends its streams within this
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -197,26 +196,18 @@ class SawmillHandlers:
     async def _stream(
         self, request: web.Request, follower: sawmill_kafka.Follower
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers=sawmill.SSE_HEADERS)
-        await response.prepare(request)
-        await response.write(sawmill.sse_retry(1000))
         positions = dict(follower.positions)
-        quiet_since = time.monotonic()
-        with contextlib.suppress(ConnectionResetError):
-            while not self.closing.is_set():
-                batch = await asyncio.to_thread(follower.poll, 500, _POLL_S)
-                if batch:
-                    chunks = []
-                    for m in batch:  # each event's id: the position right after it
-                        positions[m.partition] = m.offset + 1
-                        chunks.append(sawmill.sse_event(sawmill.format_vector(positions), m.value))
-                    await response.write(b"".join(chunks))
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since >= self.cfg.sse_heartbeat_s:
-                    await response.write(sawmill.SSE_HEARTBEAT)  # also finds a client gone
-                    quiet_since = time.monotonic()
-            await response.write_eof()
-        return response
+
+        def render(batch: list[sawmill.Message]) -> list[bytes]:
+            chunks = []
+            for m in batch:  # each event's id: the position right after it
+                positions[m.partition] = m.offset + 1
+                chunks.append(sawmill.sse_event(sawmill.format_vector(positions), m.value))
+            return chunks
+
+        return await stream_events(
+            request, follower, render, self.closing, self.cfg.sse_heartbeat_s
+        )
 
     async def sawmill_delete(self, request: web.Request) -> web.StreamResponse:
         async def run() -> web.StreamResponse:

@@ -4,7 +4,6 @@ the command path (`CommandService`) logged in as `svc/commands`; real HTTP over 
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from bridge.commands.service import CommandService
 from bridge.config import BridgeConfig
 from bridge.topics import tenant_kafka_topic
 from registry.model import Role
-from tests.api.harness import Client, Reply, running_api
+from tests.api.harness import Client, Reply, basic, running_api
 from tests.bridge.commands.harness import Records, forget_session, unique
 from tests.bridge.helpers import Record, consume
 from tests.bridge.test_tenants_integration import Fleet, fleet  # noqa: F401 - fixture
@@ -33,10 +32,6 @@ from tests.registry.conftest import (  # noqa: F401 - fixtures used by `fleet`
 from tests.registry.mqtt_probe import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def basic(user: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
 
 
 def reading(seq: int) -> bytes:

@@ -3,7 +3,6 @@ over sockets on the real Kafka, keys kept in a real registry topic."""
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import time
@@ -23,15 +22,11 @@ from registry.kafka_store import KafkaStore, StoreError
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
-from tests.api.harness import Client, Reply, running_api
+from tests.api.harness import Client, Reply, basic, running_api
 from tests.conftest import Endpoints
 from tests.registry.conftest import store_factory  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration
-
-
-def basic(user: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
 
 
 @dataclass

@@ -5,7 +5,6 @@ HTTP answering commands sent over HTTP."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import os
@@ -24,23 +23,10 @@ import pytest
 
 from api.service import ApiService
 from stack.ports import free_ports
-from tests.api.harness import Client, Reply, read_topic, running_api
+from tests.api.harness import Client, Reply, basic, read_topic, run_module, running_api
 from tests.registry.mqtt_probe import Probe, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _run(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True, text=True, timeout=timeout, check=False, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{module} {args}: {done.stderr}"
-    return done.stdout
-
-
-def basic(user: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
 
 
 @dataclass
@@ -71,12 +57,13 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = f"127.0.0.1:{kafka}"
     try:
-        _run("stack.cli", ["up", *args, "--partitions", "3", "--no-api"], env)
+        run_module("stack.cli", ["up", *args, "--partitions", "3", "--no-api"], env)
         registry = [
             "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
             "--admin-password-file", str(secrets / "registry-admin.secret"), "--json",
         ]  # fmt: skip
-        out = _run("registry", [*registry, "account", "create", "root", "--role", "admin"], env)
+        create = ["account", "create", "root", "--role", "admin"]
+        out = run_module("registry", [*registry, *create], env)
         root_secret = json.loads(out)["secret"]
         with running_api(
             kafka_bootstrap=bootstrap, registry_auth=True, max_sse_streams=2,

@@ -13,17 +13,13 @@ from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
-from tests.api.harness import Client, running_api
+from tests.api.harness import Client, basic, running_api
 from tests.conftest import Endpoints
 from tests.registry.conftest import store_factory  # noqa: F401 - the fixture
 
 
-def _basic(user: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
-
-
 def test_basic_credentials_parsing() -> None:
-    assert basic_credentials(_basic("svc", "s:e:c")) == ("svc", "s:e:c")
+    assert basic_credentials(basic("svc", "s:e:c")) == ("svc", "s:e:c")
     assert basic_credentials("basic " + base64.b64encode(b"a:").decode()) == ("a", "")
     for bad in (
         None,
@@ -58,18 +54,18 @@ def test_registry_accounts_with_an_api_role_get_in(
         assert reply.json()["mrstatus"] == 4002
         assert anonymous.request("GET", "/topics").status == 401
         assert anonymous.request("GET", "/healthz").status == 200  # probes need no credentials
-        wrong = Client(svc.port, _basic("feeder", api_secret + "x"))
+        wrong = Client(svc.port, basic("feeder", api_secret + "x"))
         assert wrong.publish(topic, "x", "text/plain").status == 401
         assert wrong.request("GET", "/topics").status == 403  # as MR: bad credentials on /topics
-        not_api = Client(svc.port, _basic("bridgey", bridge_secret))
+        not_api = Client(svc.port, basic("bridgey", bridge_secret))
         assert not_api.publish(topic, "x", "text/plain").status == 401
-        feeder = Client(svc.port, _basic("feeder", api_secret))
+        feeder = Client(svc.port, basic("feeder", api_secret))
         assert feeder.publish(topic, "x", "text/plain").json()["count"] == 1
         assert feeder.request("GET", "/topics").status == 200
         # a disabled account is refused once the service has read the change
         registry.set_account_disabled("feeder", True)
         deadline = time.monotonic() + 20
-        other = Client(svc.port, _basic("feeder", api_secret))
+        other = Client(svc.port, basic("feeder", api_secret))
         while other.request("GET", "/topics").status != 403:
             assert time.monotonic() < deadline, "the disabled account still gets in"
             time.sleep(1)
