@@ -1,1 +1,2 @@
-"""DMaaP Message Router's door: consumer groups for long polls, ``/apiKeys``, MR's metrics."""
+"""DMaaP Message Router's door: events and topics, consumer groups for long polls, ``/apiKeys``,
+MR's metrics."""
