@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from api import http_devices_model, operator_schemas, queue_model, sawmill
-from api.operator_model import OPERATOR_TAGS
+from api.http_devices import model as http_devices_model
+from api.operator import schemas as operator_schemas
+from api.operator.model import OPERATOR_TAGS
+from api.queues import model as queue_model
 from api.routes import DEVICE_TAG, ROUTES, Route
+from api.sawmill import model as sawmill
 
 _STRING = {"type": "string"}
 _BOOL_OR_STRING = {"oneOf": [{"type": "boolean"}, _STRING]}

@@ -132,7 +132,7 @@ QUEUE_ROUTES: tuple[Route, ...] = (
           ok_schema="AckResults", errors=(400, 503)),
 )  # fmt: skip
 
-# HTTP devices (Hono's HTTP adapter paths; api.http_devices, docs/api.md "HTTP devices")
+# HTTP devices (Hono's HTTP adapter paths; api.http_devices.handlers, docs/api.md "HTTP devices")
 DEVICE_TAG = "http-devices"  # not the operator routes' "devices": a device authenticates itself
 DEVICE_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")
 DEVICE_ID = Param("device", "path", "Device id; must be the authenticated device (else 403).")
@@ -174,6 +174,21 @@ DEVICE_ROUTES: tuple[Route, ...] = (
           params=(DEVICE_TENANT, DEVICE_ID, REQ_ID, CMD_STATUS), body=("application/json",),
           body_schema="DeviceReply", errors=(400, 403, 503)),
 )  # fmt: skip
+
+
+def _acl_routes(side: str, one: str, acl: str, verb: str) -> tuple[Route, ...]:
+    """MR's two access lists of a topic (producers: writers, consumers: readers), alike."""
+    path = f"/topics/{{topic}}/{side}"
+    return (
+        Route("GET", path, side, f"The topic's {acl} ACL.", "topics", params=(TOPIC,),
+              ok_schema="Acl", errors=(403, 404)),
+        Route("PUT", f"{path}/{{apiKey}}", f"permit_{one}",
+              f"Let a key {verb} (a non-empty list admits only its keys and the owner).",
+              "topics", params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+        Route("DELETE", f"{path}/{{apiKey}}", f"revoke_{one}", f"Take a key off the {acl} ACL.",
+              "topics", params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
+    )  # fmt: skip
+
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -223,7 +238,7 @@ ROUTES: tuple[Route, ...] = (
           "Prometheus metrics; MR's JSON ({name: {summary, raw}}) to Accept: application/json.",
           "service", ok="prometheus"),
     Route("GET", "/openapi.json", "openapi", "This document.", "service"),
-    # --- access: api keys, topic ACLs, MR's metrics JSON (api.apikeys, api.topic_access) ---
+    # --- access: api keys, topic ACLs, MR's metrics JSON (mr.apikeys, plumbing.topic_access) ---
     Route("GET", "/metrics/{name}", "metric", "One of MR's metrics as JSON.", "service",
           params=(Param("name", "path", "An MR metric name (recvTotalEvents, upTime, ...)."),),
           ok_schema="MrMetrics", errors=(404,)),
@@ -243,29 +258,15 @@ ROUTES: tuple[Route, ...] = (
           ok_schema="ApiKey", errors=(400, 403, 404)),
     Route("DELETE", "/apiKeys/{key}", "delete_key", "Delete a key.", "apiKeys",
           params=(API_KEY,), ok="text", errors=(403, 404)),
-    Route("GET", "/topics/{topic}/producers", "producers", "The topic's writer ACL.", "topics",
-          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
-    Route("PUT", "/topics/{topic}/producers/{apiKey}", "permit_producer",
-          "Let a key publish (a non-empty list admits only its keys and the owner).", "topics",
-          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
-    Route("DELETE", "/topics/{topic}/producers/{apiKey}", "revoke_producer",
-          "Take a key off the writer ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
-          errors=(403, 404)),
-    Route("GET", "/topics/{topic}/consumers", "consumers", "The topic's reader ACL.", "topics",
-          params=(TOPIC,), ok_schema="Acl", errors=(403, 404)),
-    Route("PUT", "/topics/{topic}/consumers/{apiKey}", "permit_consumer",
-          "Let a key consume (a non-empty list admits only its keys and the owner).", "topics",
-          params=(TOPIC, ACL_KEY), ok="text", errors=(403, 404)),
-    Route("DELETE", "/topics/{topic}/consumers/{apiKey}", "revoke_consumer",
-          "Take a key off the reader ACL.", "topics", params=(TOPIC, ACL_KEY), ok="text",
-          errors=(403, 404)),
+    *_acl_routes("producers", "producer", "writer", "publish"),
+    *_acl_routes("consumers", "consumer", "reader", "consume"),
 )  # fmt: skip
 
 OPS_TENANT = Param("tenant", "path", "Tenant id (`default` for the default tenant).")
 OPS_DEVICE = Param("id", "path", "Device id.")
 _DEV = "/ops/devices/{tenant}/{id}"
 _DP = (OPS_TENANT, OPS_DEVICE)
-# commands and devices over HTTP for operators and services (api.operator_app, docs/api.md)
+# commands and devices over HTTP for operators and services (api.operator.app, docs/api.md)
 OPERATOR_ROUTES: tuple[Route, ...] = (
     Route("POST", "/ops/commands", "send_command",
           "Send a command to a device or group; `?wait=S` waits (bounded) for a final state: "

@@ -9,24 +9,25 @@ import signal
 
 from aiohttp import web
 
-from api.apikeys import ApiKeyHandlers
 from api.app import Handlers, build_app
-from api.auth import RegistryAuthenticator, load_master
 from api.config import ApiConfig
-from api.console.app import Console, build_console_app
+from api.console.app import build_console_app
 from api.console.config import ConsoleConfig
+from api.console.runtime import Console
 from api.docs_page import DocsPageHandlers
-from api.http_devices import DeviceHandlers
-from api.kafka_admin import TopicAdmin
-from api.kafka_consumers import ConsumerPool
-from api.kafka_health import KafkaHealth
-from api.kafka_producer import KafkaPublisher
-from api.metrics import ApiMetrics
-from api.operator_app import OperatorHandlers
-from api.queue_app import QueueHandlers
-from api.sawmill_app import SawmillHandlers
-from api.tls import server_context
-from api.topic_access import AclHandlers, TopicGuard
+from api.http_devices.handlers import DeviceHandlers
+from api.mr.apikeys import ApiKeyHandlers
+from api.mr.consumers import ConsumerPool
+from api.mr.metrics import ApiMetrics
+from api.operator.app import OperatorHandlers
+from api.plumbing.auth import RegistryAuthenticator, load_master
+from api.plumbing.kafka_admin import TopicAdmin
+from api.plumbing.kafka_health import KafkaHealth
+from api.plumbing.kafka_producer import KafkaPublisher
+from api.plumbing.tls import server_context
+from api.plumbing.topic_access import AclHandlers, TopicGuard
+from api.queues.app import QueueHandlers
+from api.sawmill.app import SawmillHandlers
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6

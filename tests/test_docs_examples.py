@@ -204,8 +204,9 @@ NOT_RUN = {
             "localhost:3904/command/res/REQ_ID",
         ),
         "needs a registry device, its secret, Mosquitto with dynsec and the command path; "
-        "tests/api/test_http_devices.py makes the same requests (a waiting telemetry post that "
-        "gets a command, its reply closing it succeeded) on a registry and broker of its own",
+        "tests/api/http_devices/test_handlers.py makes the same requests (a waiting telemetry "
+        "post that gets a command, its reply closing it succeeded) on a registry and broker of "
+        "its own",
     ),
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
     "(iot-stack up --analytics --console --devices 200 --device-rate 2) is parsed here and "
@@ -235,8 +236,8 @@ NOT_RUN = {
     "results in place (it would rewrite bench/results/); tests/bench/soak/ tests it",
     "python -m bench.http_api --seconds 5 --long-polls 1000 --out-dir bench/results": _BENCH,
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
-    "accounts; tests/api/test_auth.py runs the service with --registry-auth on a registry of "
-    "its own",
+    "accounts; tests/api/plumbing/test_auth.py runs the service with --registry-auth on a "
+    "registry of its own",
     "iot-api --registry-auth --console --console-admin-password-file "
     "var/secrets/registry-admin.secret": "needs the running stack's registry and secrets; "
     "tests/api/console/conftest.py starts the same service line on free ports",
@@ -267,7 +268,7 @@ NOT_RUN = {
             "'localhost:3904/events/iot.acme.demo/g1/c1?timeout=5000'",
         ),
         "needs a registry with an admin account and an iot-api with --registry-auth; "
-        "tests/api/test_apikeys.py runs the same sequence (create by admin Basic, HMAC publish "
+        "tests/api/mr/test_apikeys.py runs the same sequence (create by admin Basic, HMAC publish "
         "with the date signed as MR's shell recipe does, bearer consume) on a registry of its own",
     ),
     **dict.fromkeys(
@@ -286,7 +287,7 @@ NOT_RUN = {
             "localhost:3904/ops/devices/acme/pump-1/telemetry",
         ),
         "needs the stack's registry (an admin account, a tenant's api key), Mosquitto with "
-        "dynamic security and the command path; tests/api/test_operator_app.py runs the same "
+        "dynamic security and the command path; tests/api/operator/test_app.py runs the same "
         "requests over sockets against `iot-stack up` on free ports: a device added by a "
         "tenant-admin key logs in over MQTT with the secret answered, a command with ?wait "
         "succeeds with its reply, the history filtered by device and status, presence, the "

@@ -9,7 +9,10 @@ module missing from either) or when an import breaks the rule:
   `tests` (bench may import anything but tests), so only harnesses reach the launcher;
 - inside the layered packages a module imports only modules of its own layer or a lower one,
   also across packages (a pure module of one package never reaches another package's adapter);
-- a pure module imports no network, process or thread library.
+- a pure module imports no network, process or thread library;
+- inside `api/`, a room (a sub-package, or the shell of top-level modules) imports only itself,
+  the rooms its row of the "Rooms of `api/`" table names and the shell's shared top modules;
+  and no module of `api/` takes part in an import cycle.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ IO_LIBRARIES = frozenset(
     }
 )
 PURE_SUBMODULE = "urllib.parse"
+ROOMS_PACKAGE = "api"
+ROOMS_TITLE = "Rooms of `api/`"
+SHARED_TOP_LINE = re.compile(
+    r"^Every room may also import these top modules of the shell: (.*)$", re.M
+)
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,107 @@ def test_modules_import_only_their_own_layer_or_lower() -> None:
     assert layer_violations() == []
 
 
+# --- the rooms of api/ -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rooms:
+    may_import: dict[str, frozenset[str]]  # room -> the other rooms it may import
+    shared_top: frozenset[str]  # top modules of the shell every room may import
+
+
+def parse_rooms(text: str) -> Rooms:
+    """Rows | `room` | what it owns | `a`, `b` (why) or '-' | and the shared-top sentence."""
+    section = _section(text, ROOMS_TITLE)
+    cells_of = [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
+    ]
+    rows = [c for c in cells_of if len(c) >= 3 and c[0].startswith("`")]
+    names = {c[0].strip("`") for c in rows}
+    may_import: dict[str, frozenset[str]] = {}
+    for cells in rows:
+        named = set(re.findall(r"`([a-z_]+)`", cells[-1]))
+        assert named <= names, f"room {cells[0]} names unknown rooms {sorted(named - names)}"
+        may_import[cells[0].strip("`")] = frozenset(named)
+    shared = SHARED_TOP_LINE.search(section)
+    assert shared, f"'{ROOMS_TITLE}' has no 'Every room may also import ...' sentence"
+    return Rooms(may_import, frozenset(re.findall(r"`([a-z_.]+)`", shared.group(1))))
+
+
+def room_of(module: str, root: Path = ROOT) -> str:
+    """`api.mr.consumers` -> `mr`; a top-level module (or `api` itself) -> the shell, `api`."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (root / parts[0] / parts[1] / "__init__.py").exists():
+        return parts[1]
+    return parts[0]
+
+
+def room_violations(rooms: Rooms, imports: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """``imports``: each module of the rooms' package -> the first-party modules it imports."""
+    problems = []
+    for module, targets in sorted(imports.items()):
+        own = room_of(module, root)
+        for target in sorted(targets):
+            if target.split(".")[0] != module.split(".")[0] or target in rooms.shared_top:
+                continue
+            theirs = room_of(target, root)
+            if theirs != own and theirs not in rooms.may_import.get(own, frozenset()):
+                problems.append(f"{module} (room {own}) imports {target} (room {theirs})")
+    return problems
+
+
+def import_cycles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles among the modules of ``imports`` (each found once, from its first module)."""
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(imports.get(module, set())):
+            if target == module or target not in imports:
+                continue
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(imports):
+        if module not in state:
+            visit(module)
+    return cycles
+
+
+def rooms_imports() -> dict[str, set[str]]:
+    """Each module of `api/` (its package `__init__` left out: the version) -> what it imports."""
+    known = set(all_modules())
+    return {
+        module: imported_modules(path, known) - {ROOMS_PACKAGE}
+        for module, path in modules_of(ROOMS_PACKAGE).items()
+        if module != ROOMS_PACKAGE and not module.endswith(".__main__")
+    }
+
+
+def test_every_room_of_api_is_in_the_table_and_every_row_exists() -> None:
+    rooms = parse_rooms(_doc_text())
+    on_disk = {p.parent.name for p in (ROOT / ROOMS_PACKAGE).glob("*/__init__.py")}
+    assert set(rooms.may_import) == on_disk | {ROOMS_PACKAGE}
+    for top in rooms.shared_top:
+        assert top in modules_of(ROOMS_PACKAGE), f"{top} is not a module of {ROOMS_PACKAGE}"
+        assert room_of(top) == ROOMS_PACKAGE, f"{top} is not a top module of the shell"
+
+
+def test_rooms_import_only_the_rooms_their_row_names() -> None:
+    assert room_violations(parse_rooms(_doc_text()), rooms_imports()) == []
+
+
+def test_api_has_no_import_cycles() -> None:
+    assert import_cycles(rooms_imports()) == []
+
+
 # --- the checker itself catches what it should ---------------------------------------------
 
 
@@ -300,3 +409,66 @@ def test_parsers_read_the_documented_shapes() -> None:
         "a": {"a.m": "pure", "a.sub.n": "pure", "a.cli": "cli"},
         "b": {"b.s": "services"},
     }
+
+
+def test_the_room_checker_sees_a_door_reaching_into_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plumbing module that imports the console, and a room the table lets import nothing
+    but plumbing reaching into the shell's service: both reported; the shared top is not."""
+    rooms = parse_rooms(_doc_text())
+    assert rooms.may_import["plumbing"] == frozenset()
+    target = ROOT / "api" / "plumbing" / "limits.py"
+    original = target.read_text(encoding="utf-8")
+    bad = original + (
+        "\n\ndef _probe() -> None:\n    import api.console.app\n    import api.errors\n"
+        "    import api.plumbing.framing\n"
+    )
+    real_read = Path.read_text
+
+    def patched(self: Path, *args: object, **kwargs: object) -> str:
+        if self == target:
+            return bad
+        return real_read(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", patched)
+    problems = room_violations(rooms, rooms_imports())
+    assert problems == [
+        "api.plumbing.limits (room plumbing) imports api.console.app (room console)"
+    ]
+    planted = {"api.mr.apikeys": {"api.service", "api.config", "api.plumbing.auth"}}
+    assert room_violations(rooms, planted) == [
+        "api.mr.apikeys (room mr) imports api.service (room api)"
+    ]
+
+
+def test_the_room_checker_reads_a_fake_tree(tmp_path: Path) -> None:
+    """Pure functions on a planted tree: rooms found by their `__init__`, the rule applied."""
+    for room in ("door", "shared"):
+        (tmp_path / "pkg" / room).mkdir(parents=True)
+        (tmp_path / "pkg" / room / "__init__.py").write_text("")
+    text = (
+        "## Rooms of `api/`\nEvery room may also import these top modules of the shell: "
+        "`pkg.config`.\n\n| room | owns | may import |\n|---|---|---|\n"
+        "| `pkg` | shell | `door`, `shared` |\n| `door` | a door | `shared` (its client) |\n"
+        "| `shared` | plumbing | - |\n"
+    )
+    rooms = parse_rooms(text)
+    assert rooms.may_import == {
+        "pkg": frozenset({"door", "shared"}),
+        "door": frozenset({"shared"}),
+        "shared": frozenset(),
+    }
+    assert rooms.shared_top == frozenset({"pkg.config"})
+    assert room_of("pkg.door.app", tmp_path) == "door"
+    assert room_of("pkg.service", tmp_path) == "pkg"
+    imports = {
+        "pkg.service": {"pkg.door.app"},
+        "pkg.door.app": {"pkg.shared.kafka", "pkg.config"},
+        "pkg.shared.kafka": {"pkg.door.app", "pkg.config"},  # the violation and a cycle
+    }
+    assert [p.split(" imports ")[1] for p in room_violations(rooms, imports, tmp_path)] == [
+        "pkg.door.app (room door)"
+    ]
+    assert import_cycles(imports) == [["pkg.door.app", "pkg.shared.kafka", "pkg.door.app"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,19 +17,14 @@ from urllib.parse import urlsplit
 
 import orjson
 from aiohttp import web
-from confluent_kafka import KafkaException
 
 from api.console import pages
 from api.console.config import ConsoleConfig
 from api.console.context import CONSOLE_KEY, json_response, problem, session_of
-from api.console.fleet import FleetState
-from api.console.kafka_view import KafkaDownError, KafkaView
-from api.console.operators import Operators
+from api.console.kafka_view import KafkaDownError
 from api.console.roles import capabilities
-from api.console.sampler import Sampler
-from api.console.sessions import COOKIE, Session, SessionStore, csrf_ok
-from api.console.sites import SitesWatch
-from api.console.tailer import Tailer
+from api.console.runtime import Console
+from api.console.sessions import COOKIE, Session, csrf_ok
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -44,74 +38,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
-TOPICS = {
-    "telemetry": "iot.telemetry",
-    "events": "iot.events",
-    "presence": "iot.presence",
-    "dlq": "iot.dlq",
-    "status": "iot.command-status",
-    "replies": "iot.command-replies",
-}
-
-
-class Console:
-    """Everything the console runs: registry link, Kafka view, tailer, sampler, sessions."""
-
-    def __init__(
-        self,
-        cfg: ConsoleConfig,
-        bootstrap: str,
-        registry_topic: str,
-        http_in: Callable[[], float] = lambda: 0.0,
-    ) -> None:
-        self.cfg = cfg
-        self.bootstrap = bootstrap
-        self.sessions = SessionStore(cfg.console_session_ttl_s, cfg.console_idle_s)
-        self.operators = Operators(
-            bootstrap, registry_topic, cfg.console_mqtt_host, cfg.console_mqtt_port,
-            cfg.console_admin_password_file,
-        )  # fmt: skip
-        self.kafka = KafkaView(bootstrap)
-        self.fleet = FleetState()
-        self.tailer = Tailer(bootstrap, TOPICS | {"audit": cfg.console_audit_topic}, self.fleet)
-        self.sites: SitesWatch | None = None
-        if cfg.console_sites_password_file:  # docs/edge.md: the sites' retained state/status
-            self.sites = SitesWatch(
-                cfg.console_mqtt_host, cfg.console_mqtt_port, cfg.console_sites_username,
-                cfg.console_sites_password_file,
-            )  # fmt: skip
-        self.sampler = Sampler(
-            cfg.services(), self.kafka, self.tailer, cfg.console_sample_s, http_in=http_in,
-            sites=self.sites.views if self.sites is not None else None,
-        )  # fmt: skip
-
-    async def start(self) -> None:
-        self.kafka.start()
-        try:
-            await asyncio.to_thread(self.kafka.ensure_topic, self.cfg.console_audit_topic)
-        except (KafkaDownError, KafkaException) as exc:  # Kafka down: the tailer retries
-            log.warning("console: audit topic not ensured (%s)", exc)
-        await asyncio.to_thread(self.operators.start)
-        self.tailer.start()
-        if self.sites is not None:
-            self.sites.start()
-        self.sampler.start()
-        log.info("console: serving /console (services watched: %s)", ", ".join(self.cfg.services()))
-
-    async def stop(self) -> None:
-        await self.sampler.stop()
-        await asyncio.to_thread(self.tailer.stop)
-        if self.sites is not None:
-            await asyncio.to_thread(self.sites.stop)
-        self.kafka.close()
-        self.operators.close()
-
-    async def audit(self, session: Session, action: str, ref: str, **detail: Any) -> None:
-        doc = {"at": int(time.time() * 1000), "actor": session.actor.name, "action": action,
-               "ref": ref, "detail": detail}  # fmt: skip
-        await asyncio.to_thread(
-            self.kafka.produce, self.cfg.console_audit_topic, ref.encode(), orjson.dumps(doc), []
-        )
 
 
 def _secure(request: web.Request, cfg: ConsoleConfig) -> bool:

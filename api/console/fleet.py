@@ -231,6 +231,19 @@ class FleetState:
         }
 
 
+def device_json(device: Any) -> dict[str, Any]:
+    """A registry device as the console and the operator API show it."""
+    return {
+        "tenant": device.tenant,
+        "id": device.id,
+        "groups": list(device.groups),
+        "disabled": device.disabled,
+        "credentials": list(device.credentials.kinds),
+        "created_at": device.created_at,
+        "updated_at": device.updated_at,
+    }
+
+
 def dead_letter(
     partition: int,
     offset: int,

@@ -23,7 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from api.kafka_batch import take
+from api.plumbing.kafka_batch import take
 
 
 class KafkaDownError(Exception):
@@ -90,6 +90,15 @@ class KafkaView:
         self._probe = Consumer(
             {**base, "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
              "enable.auto.commit": False}
+        )  # fmt: skip
+
+    def _reader(self) -> Consumer:
+        """A consumer of its own for one read (browse, scan back, read one): a group nobody
+        shares, nothing committed, end of partition reported."""
+        return Consumer(
+            {"bootstrap.servers": self.bootstrap,
+             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
+             "enable.auto.commit": False, "enable.partition.eof": True}
         )  # fmt: skip
 
     def close(self) -> None:
@@ -185,11 +194,7 @@ class KafkaView:
         if meta is None or meta.error is not None:
             raise KeyError(topic)
         wanted = [partition] if partition is not None else sorted(meta.partitions)
-        reader = Consumer(
-            {"bootstrap.servers": self.bootstrap,
-             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
-             "enable.auto.commit": False, "enable.partition.eof": True}
-        )  # fmt: skip
+        reader = self._reader()
         try:
             ranges: dict[int, tuple[int, int]] = {}
             if at_ms is not None:
@@ -271,11 +276,7 @@ class KafkaView:
         meta = self._meta().topics.get(topic)
         if meta is None or meta.error is not None:
             return Scan([], 0, True, None)  # not created yet: nothing to find
-        reader = Consumer(
-            {"bootstrap.servers": self.bootstrap,
-             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
-             "enable.auto.commit": False, "enable.partition.eof": True}
-        )  # fmt: skip
+        reader = self._reader()
         matched: list[Raw] = []
         scanned, oldest = 0, None
         deadline = time.monotonic() + budget_s
@@ -299,11 +300,7 @@ class KafkaView:
 
     def read_one(self, topic: str, partition: int, offset: int) -> Raw | None:
         """The record at ``offset`` of ``topic``/``partition`` (None: not there any more)."""
-        reader = Consumer(
-            {"bootstrap.servers": self.bootstrap,
-             "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
-             "enable.auto.commit": False, "enable.partition.eof": True}
-        )  # fmt: skip
+        reader = self._reader()
         try:
             found = _read_ranges(
                 reader, topic, {partition: (offset, offset + 1)},

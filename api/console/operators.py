@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from api.console.roles import may_log_in
 from registry.dynsec import DynsecClient
@@ -119,15 +119,3 @@ class Operators:
 
     async def awrite(self, actor: Actor, change: Callable[[Registry], T]) -> T:
         return await asyncio.to_thread(self.write, actor, change)
-
-
-def device_json(device: Any) -> dict[str, Any]:
-    return {
-        "tenant": device.tenant,
-        "id": device.id,
-        "groups": list(device.groups),
-        "disabled": device.disabled,
-        "credentials": list(device.credentials.kinds),
-        "created_at": device.created_at,
-        "updated_at": device.updated_at,
-    }

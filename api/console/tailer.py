@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
-from api.kafka_batch import take
+from api.plumbing.kafka_batch import take
 from bridge.topics import tenant_kafka_topic
 from registry import ids
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import http.client
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,3 +127,18 @@ def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 30.0) ->
     finally:
         consumer.close()
     return found
+
+
+def basic(user: str, secret: str) -> str:
+    """An ``Authorization`` header's value for HTTP Basic."""
+    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+
+
+def run_module(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> str:
+    """``python -m module args`` to its end; its standard output (a failure fails the test)."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{module} {args}: {done.stderr}"
+    return done.stdout

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from stack.ports import free_port, free_ports
+from tests.api.harness import run_module
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -55,15 +56,6 @@ def stop_api(api: subprocess.Popen[bytes]) -> None:
         api.kill()
 
 
-def _run(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True, text=True, timeout=timeout, check=False, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{module} {args}: {done.stderr}"
-    return done.stdout
-
-
 def _wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -96,7 +88,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     api: subprocess.Popen[bytes] | None = None
     try:
         # --no-api: the tests run their own iot-api with the console on api_port
-        _run("stack.cli", ["up", *args, "--partitions", "3", "--devices", "3",
+        run_module("stack.cli", ["up", *args, "--partitions", "3", "--devices", "3",
                            "--device-rate", "4", "--no-api"], env)  # fmt: skip
         registry = [
             "--kafka-bootstrap", bootstrap, "--mqtt-host", "127.0.0.1", "--mqtt-port", str(mqtt),
@@ -106,17 +98,17 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
             f"http://127.0.0.1:{api_port}", bootstrap, mqtt, data_dir,
             json.loads((secrets / "devices.json").read_text()), registry_args=registry, env=env,
         )  # fmt: skip
-        _run("registry", [*registry, "tenant", "create", "acme"], env)
-        _run("registry", [*registry, "device", "add", "--tenant", "acme", "acme-dev1"], env)
-        out = _run("registry", [*registry, "device", "add", "hostile-1"], env)
+        run_module("registry", [*registry, "tenant", "create", "acme"], env)
+        run_module("registry", [*registry, "device", "add", "--tenant", "acme", "acme-dev1"], env)
+        out = run_module("registry", [*registry, "device", "add", "hostile-1"], env)
         stack.devices["hostile-1"] = json.loads(out)["secret"]  # MQTT client id = its name
         for name, role, tenant in [
             ("admin1", "admin", None), ("oper1", "operator", None), ("view1", "viewer", None),
             ("acme-admin", "tenant-admin", "acme"),
         ]:  # fmt: skip
             extra = ["--tenant", tenant] if tenant else []
-            out = _run("registry", [*registry, "account", "create", name, "--role", role, *extra],
-                       env)  # fmt: skip
+            create = ["account", "create", name, "--role", role, *extra]
+            out = run_module("registry", [*registry, *create], env)
             stack.accounts[name] = json.loads(out)["secret"]
         stack.api_args = [
             "--registry-auth", "--kafka-bootstrap", bootstrap, "--console",

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from api.console.app import TOPICS
+from api.console.runtime import TOPICS
 from api.console.tailer import tenant_copies
 
 

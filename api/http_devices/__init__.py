@@ -1,0 +1,1 @@
+"""HTTP devices (Hono's HTTP adapter): telemetry, events, commands over HTTP."""

@@ -1,0 +1,390 @@
+"""MR consumer groups on Kafka (contract §3): one consumer per (topic, group, id), cached.
+
+- Kafka ``group.id`` = ``<group>--<topic>``, ``client.id`` = the MR consumer id; ids of one
+  group share the partitions (competing), different groups each see everything (fan-out).
+- A new group starts at the log end as of its first request: before it first subscribes, the
+  partitions without a committed offset get the current end committed, so what is published
+  after that first request is delivered even if the group's first rebalance is slow.
+- Offsets are committed only for records returned (after the answer was written); what was
+  fetched beyond ``limit`` waits in the consumer's buffer for the next request of the same id,
+  and is dropped (to be fetched again from the committed offset) when its partition is revoked
+  or the consumer closed: at-least-once, never the reference's loss of over-fetched records.
+- Every blocking call on a consumer holds its thread lock; a request holds its asyncio lock from
+  fetch to commit, so concurrent GETs of one id are served one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+
+from api.plumbing.kafka_batch import take
+from api.plumbing.params import kafka_group_id
+
+log = logging.getLogger(__name__)
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError._TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # a topic just created: no leader yet
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
+_T = TypeVar("_T")
+_CHUNK_S = 0.2  # one blocking consume; a long poll is many of these (cancellable between)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    partition: int
+    offset: int
+    value: bytes
+
+
+class Positioned(Protocol):
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=Positioned)
+
+
+class BufferedMember(Generic[_R]):
+    """What MR's consumer ids and the queues' receivers share: a group member whose records wait
+    in a bounded buffer (the consumer paused while it is full) until a request hands them out,
+    and are committed only once handed. A request holds :attr:`lock` from fetch to commit."""
+
+    def __init__(self, buffer_max: int, draining: threading.Event | None = None) -> None:
+        self.lock = asyncio.Lock()
+        # set at shutdown: a long poll answers at once with what it has (maybe nothing)
+        self._draining = draining if draining is not None else threading.Event()
+        self.last_used = time.monotonic()
+        self._buffer: deque[_R] = deque()
+        self._buffer_max = buffer_max
+        self._paused = False
+        self._thread_lock = threading.Lock()
+        self._consumer: Consumer | None = None
+
+    def _record(self, msg: Any) -> _R | None:
+        """The buffered form of a consumed message (None: skip it)."""
+        raise NotImplementedError
+
+    def _on_assign(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
+        self._paused = False
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        gone = {p.partition for p in partitions}  # their new owner reads them from the commit
+        self._buffer = deque(r for r in self._buffer if r.partition not in gone)
+        self._paused = False
+
+    def _fill_blocking(self, wanted: int, timeout_s: float) -> None:
+        if self._draining.is_set():  # chunks queued for a thread before shutdown end at once
+            return
+        with self._thread_lock:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            room = self._buffer_max - len(self._buffer)
+            if room <= 0:
+                if not self._paused:
+                    consumer.pause(consumer.assignment())
+                    self._paused = True
+                consumer.poll(0)  # serve rebalances while full
+                return
+            if self._paused:
+                consumer.resume(consumer.assignment())
+                self._paused = False
+            for msg in take(consumer, max(1, min(wanted, room)), timeout_s):
+                record = self._record(msg)
+                if record is not None:
+                    self._buffer.append(record)
+
+    async def fetch(self, limit: int, timeout_s: float) -> list[_R]:
+        """Up to ``limit`` records, as soon as there is one or after ``timeout_s``; not removed
+        from the buffer until committed. Call with :attr:`lock` held."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if len(self._buffer) < limit:
+                wait = 0.0 if self._buffer else max(0.0, min(_CHUNK_S, left))
+                await asyncio.to_thread(self._fill_blocking, limit - len(self._buffer), wait)
+            if self._buffer or deadline - time.monotonic() <= 0 or self._draining.is_set():
+                self.last_used = time.monotonic()
+                return await asyncio.to_thread(self._snapshot, limit)
+
+    def _snapshot(self, limit: int) -> list[_R]:
+        # under the thread lock: a cancelled request's last chunk may still be appending
+        with self._thread_lock:
+            return list(itertools.islice(self._buffer, limit))
+
+    def _commit_handed(self, topic: str, handed: list[_R]) -> KafkaException | None:
+        """Drop exactly what was handed out (and older), whatever moved in the buffer meanwhile,
+        and commit past it; the commit's failure (a rebalance: handed out again, not lost)."""
+        ends: dict[int, int] = {}
+        for r in handed:
+            ends[r.partition] = max(ends.get(r.partition, -1), r.offset + 1)
+        with self._thread_lock:
+            self._buffer = deque(r for r in self._buffer if r.offset >= ends.get(r.partition, -1))
+            if self._consumer is None or not ends:
+                return None
+            offsets = [TopicPartition(topic, p, o) for p, o in ends.items()]
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                return exc
+            return None
+
+    async def keep_alive(self) -> None:
+        """Between requests: take part in rebalances and read ahead into the buffer."""
+        if self.lock.locked():
+            return
+        async with self.lock:
+            await asyncio.to_thread(self._fill_blocking, self._buffer_max, 0.0)
+
+    def close_blocking(self) -> None:
+        with self._thread_lock:
+            if self._consumer is not None:
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    self._consumer.close()
+                self._consumer = None
+            self._buffer.clear()
+
+
+def _retrying(call: Callable[[], _T]) -> _T:
+    """A new group's coordinator takes a moment to load (NOT_COORDINATOR, ...): try again."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0]
+            again = error.retriable() or error.code() in _COORDINATOR_MOVING
+            if not again or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class GroupConsumer(BufferedMember[Fetched]):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        consumer_id: str,
+        *,
+        buffer_max: int,
+        draining: threading.Event | None = None,
+    ) -> None:
+        super().__init__(buffer_max, draining)
+        self.topic = topic
+        self.group = group
+        self.consumer_id = consumer_id
+        self._settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": kafka_group_id(group, topic),
+            "client.id": consumer_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "session.timeout.ms": 30000,
+            "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 300000,
+            # librdkafka prefetches up to 64 MiB per consumer by default, and every MR consumer
+            # id is one: 1,000 ids on a busy topic could hold tens of GiB. 8 MiB is more than
+            # the buffer (1,000 records) and an answer's limit read ahead; measured in
+            # docs/benchmarks.md (HTTP door)
+            "queued.max.messages.kbytes": 8192,
+            "fetch.max.bytes": 8 * 1024 * 1024,
+            "fetch.queue.backoff.ms": 20,  # default 1 s: a full queue stalled the next fetch
+        }
+
+    # --- life ------------------------------------------------------------------------------
+
+    def open_blocking(self) -> None:
+        consumer = Consumer(self._settings)
+        try:
+            self._pin_new_group_at_end(consumer)
+        except KafkaException:
+            consumer.close()
+            raise
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._consumer = consumer
+
+    def _pin_new_group_at_end(self, consumer: Consumer) -> None:
+        meta = consumer.list_topics(self.topic, timeout=10)
+        partitions = [TopicPartition(self.topic, p) for p in meta.topics[self.topic].partitions]
+        committed = _retrying(lambda: consumer.committed(partitions, timeout=10))
+        missing = [tp for tp in committed if tp.offset == OFFSET_INVALID]
+        if not missing:
+            return
+        ends = []
+        for tp in missing:  # a topic just created may not have its leader yet: retried
+            marks = _retrying(functools.partial(consumer.get_watermark_offsets, tp, 10))
+            high = marks[1]
+            ends.append(TopicPartition(self.topic, tp.partition, high))
+        try:
+            _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
+        except KafkaException as exc:  # the group is active elsewhere: its members decide
+            log.warning("group %s: start not pinned (%s)", self._settings["group.id"], exc)
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        super()._on_assign(consumer, partitions)
+        log.debug(
+            "%s/%s assigned %s", self.group, self.consumer_id, [p.partition for p in partitions]
+        )
+
+    # --- fetch and commit --------------------------------------------------------------------
+
+    def _record(self, msg: Any) -> Fetched | None:
+        if msg.error() is not None:
+            log.warning("%s: %s", self.topic, msg.error())
+            return None
+        return Fetched(msg.partition() or 0, msg.offset() or 0, msg.value() or b"")
+
+    def _ack_blocking(self, returned: list[Fetched]) -> None:
+        failed = self._commit_handed(self.topic, returned)
+        if failed is not None:  # rebalanced meanwhile: delivered again, not lost
+            log.warning("%s/%s: commit failed: %s", self.group, self.consumer_id, failed)
+
+    async def ack(self, records: list[Fetched]) -> None:
+        """The answer carrying ``records`` was written: drop them and commit past them.
+
+        Not cancellable: a client that closes its connection right after reading the answer
+        makes aiohttp cancel the handler here; leaving early would release :attr:`lock` while
+        the records are still in the buffer, and the id's next request would return them again
+        (the repeated first batch of docs/api.md's phase 1 notes)."""
+        done = asyncio.ensure_future(asyncio.to_thread(self._ack_blocking, records))
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait({done})  # hold the lock until the buffer and commit are done
+            raise
+
+
+class PoolFullError(Exception):
+    """No consumer can be opened for a new id: the pool is at its bound and every consumer in
+    it is serving a request (or librdkafka could not make one more client in this process)."""
+
+
+class ConsumerPool:
+    """The cached consumers, at most ``max_consumers``; a keeper task polls idle ones and closes
+    the long unused. A process holds about 1,010 librdkafka clients at most (confluent-kafka
+    takes one of glibc's 1,024 pthread keys per client: "Failed to initialize thread local
+    storage" past that), so the pool is bounded below it: a new id closes the least recently
+    used idle consumer (what it fetched and did not return is read again from its commit)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        idle_s: float,
+        max_consumers: int = 900,
+        buffer_max: int = 1000,
+        draining: threading.Event | None = None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self.draining = draining if draining is not None else threading.Event()
+        self._idle_s = idle_s
+        self.max_consumers = max_consumers
+        self._buffer_max = buffer_max
+        self._consumers: dict[tuple[str, str, str], GroupConsumer] = {}
+        self._creating: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self._keeper: asyncio.Task[None] | None = None
+        self.hits = self.misses = self.timeouts = 0  # MR's consumer cache metrics
+        self.evictions = 0  # idle consumers closed to make room for a new id
+        self._opening = 0
+
+    def start(self) -> None:
+        self._keeper = asyncio.get_running_loop().create_task(self._keep())
+
+    def __len__(self) -> int:
+        return len(self._consumers)
+
+    async def get(self, topic: str, group: str, consumer_id: str) -> GroupConsumer:
+        key = (topic, group, consumer_id)
+        found = self._consumers.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        async with self._creating.setdefault(key, asyncio.Lock()):
+            found = self._consumers.get(key)
+            if found is None:
+                await self._make_room()
+                found = GroupConsumer(
+                    self._bootstrap, topic, group, consumer_id, buffer_max=self._buffer_max,
+                    draining=self.draining,
+                )  # fmt: skip
+                self._opening += 1  # counted against the bound while it opens (in a thread)
+                try:
+                    await asyncio.to_thread(found.open_blocking)
+                except RuntimeError as exc:  # librdkafka/confluent-kafka: no client left
+                    raise PoolFullError(f"no Kafka consumer could be opened: {exc}") from exc
+                finally:
+                    self._opening -= 1
+                self._consumers[key] = found
+        self._creating.pop(key, None)
+        return found
+
+    async def _make_room(self) -> None:
+        """At the bound: close the least recently used consumer that no request holds."""
+        while len(self._consumers) + self._opening >= self.max_consumers:
+            idle = [c for c in self._consumers.values() if not c.lock.locked()]
+            if not idle:
+                raise PoolFullError(
+                    f"{len(self._consumers) + self._opening} consumers open or opening, "
+                    "every one serving a request"
+                )
+            self.evictions += 1
+            await self.drop(min(idle, key=lambda c: c.last_used))
+
+    async def drop(self, consumer: GroupConsumer) -> None:
+        key = (consumer.topic, consumer.group, consumer.consumer_id)
+        if self._consumers.get(key) is consumer:
+            del self._consumers[key]
+        await asyncio.to_thread(consumer.close_blocking)
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.monotonic()
+            for consumer in list(self._consumers.values()):
+                try:
+                    if now - consumer.last_used > self._idle_s and not consumer.lock.locked():
+                        self.timeouts += 1
+                        await self.drop(consumer)
+                    else:
+                        await consumer.keep_alive()
+                except Exception:  # a keeper that dies would stall every group's rebalance
+                    log.exception("keeper: %s/%s", consumer.group, consumer.consumer_id)
+
+    async def close(self) -> None:
+        await close_all(self._consumers, self._keeper)
+
+
+async def close_all(members: dict[Any, Any], keeper: asyncio.Task[None] | None) -> None:
+    """Stop the task that keeps ``members`` alive, then close them in parallel (bounded by the
+    default executor's threads: one after the other, a thousand consumers leaving their groups
+    took minutes at shutdown) and forget them. The MR pool's and the queues' shutdown."""
+    if keeper is not None:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+    if members:
+        await asyncio.gather(*(asyncio.to_thread(m.close_blocking) for m in members.values()))
+    members.clear()

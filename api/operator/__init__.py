@@ -1,0 +1,1 @@
+"""The operator API (``/ops``): commands, devices and tenants over HTTP."""

@@ -1,0 +1,218 @@
+"""Authentication against the registry: service accounts (Basic) and api keys (Cambria HMAC,
+bearer or Basic), and the registry writes of ``/apiKeys`` and topic metadata.
+
+- Accounts: ``Authorization: Basic base64(account:secret)``; the account must be enabled, in an
+  enabled tenant, and hold a role that may use the pub/sub API (``api``, ``operator``,
+  ``admin``).
+- Api keys (``/apiKeys``): Cambria HMAC within the clock window, ``Bearer <key>:<secret>``, or
+  Basic with the key as user name; the key and its tenant must be enabled.
+The registry is read from its compacted topic and refreshed every few seconds; scrypt checks run
+in a thread and a success is remembered (by a hash of the credentials, never the secret) until
+the registry changes or a minute passes. Writes open the registry as its single writer for one
+change, acting as the caller (so the registry checks its rights and audits it by name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from api.plumbing import cambria
+from api.plumbing.access import Principal
+from registry.kafka_store import KafkaStore
+from registry.model import ApiKey, Role, TopicAcl
+from registry.permissions import Actor
+from registry.service import Registry
+
+log = logging.getLogger(__name__)
+API_ROLES = frozenset({Role.API, Role.OPERATOR, Role.ADMIN})
+_REMEMBER_S = 60.0
+_REFRESH_S = 5.0
+T = TypeVar("T")
+
+
+def basic_credentials(header: str | None) -> tuple[str, str] | None:
+    """``Basic dXNlcjpwdw==`` -> ("user", "pw"); anything else -> None."""
+    found = cambria.presented({"Authorization": header} if header else {})
+    return (found.user, found.secret) if isinstance(found, cambria.Basic) else None
+
+
+def load_master(path: str) -> bytes | None:
+    """The key that derives api key secrets: made (0600, 256 bits) on first use; None = no
+    file configured (api keys then work with bearer and Basic only if issued elsewhere)."""
+    if not path:
+        return None
+    file = Path(path)
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))
+    return bytes.fromhex(file.read_text().strip())
+
+
+def key_principal(key: ApiKey) -> Principal:
+    return Principal(key.key, "apikey", (key.role,), key.tenant)
+
+
+class RegistryAuthenticator:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        audit_topic: str = "iot.registry.audit",
+        transactional_id: str = "iot-registry",
+        master: bytes | None = None,
+        window_s: float = 600.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topics = (topic, audit_topic, transactional_id)
+        self._store = KafkaStore(bootstrap, topic, audit_topic, transactional_id)
+        self._registry: Registry | None = None
+        self._refreshed = 0.0
+        self._remembered: dict[bytes, tuple[float, Principal]] = {}
+        self._lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        self.master = master
+        self._window_s = window_s
+        self._clock = clock
+
+    async def start(self) -> None:
+        self._registry = await asyncio.to_thread(
+            Registry.open, self._store, Actor("svc/iot-api", (Role.API,))
+        )
+        self._refreshed = time.monotonic()
+
+    @property
+    def registry(self) -> Registry:
+        assert self._registry is not None, "start() first"
+        return self._registry
+
+    async def _refresh(self, force: bool = False) -> None:
+        async with self._lock:
+            if force or time.monotonic() - self._refreshed > _REFRESH_S:
+                changed = await asyncio.to_thread(self.registry.refresh)
+                self._refreshed = time.monotonic()
+                if changed:  # a disabled account or a rotated secret counts from now on
+                    self._remembered.clear()
+
+    async def refreshed(self) -> Registry:
+        """The registry, re-read first when its last read is older than the refresh period
+        (HTTP devices check their own credentials against it, api.http_devices.handlers)."""
+        await self._refresh()
+        return self.registry
+
+    # --- who is asking ---------------------------------------------------------------------
+
+    async def authenticate(self, header: str | None) -> Actor | None:
+        """Phase 1's Basic check of a registry account (kept for callers of that API)."""
+        found = await self.principal({"Authorization": header} if header else {})
+        if found is None or found.kind != "account":
+            return None
+        return Actor(found.name, found.roles, found.tenant)
+
+    async def principal(self, headers: Mapping[str, str]) -> Principal | None:
+        creds = cambria.presented(headers)
+        if creds is None or self._registry is None:
+            return None
+        await self._refresh()
+        if isinstance(creds, cambria.Signed):
+            return self._signed(creds)
+        user = creds.key if isinstance(creds, cambria.Bearer) else creds.user
+        digest = hashlib.sha256(f"{type(creds).__name__}\0{user}\0{creds.secret}".encode()).digest()
+        now = time.monotonic()
+        hit = self._remembered.get(digest)
+        if hit is not None and now - hit[0] < _REMEMBER_S:
+            return hit[1]
+        found = await asyncio.to_thread(
+            self._verify, user, creds.secret, isinstance(creds, cambria.Bearer)
+        )
+        if found is not None:
+            self._remembered[digest] = (now, found)
+        return found
+
+    def _verify(self, user: str, secret: str, key_only: bool) -> Principal | None:
+        if key_only or user in self.registry.state.api_keys:
+            key = self.registry.authenticate_api_key(user, secret)
+            return None if key is None else key_principal(key)
+        actor = self.registry.authenticate_account(user, secret)
+        if actor is None or not API_ROLES & set(actor.roles):
+            return None
+        return Principal(actor.name, "account", actor.roles, actor.tenant)
+
+    def _signed(self, creds: cambria.Signed) -> Principal | None:
+        key = self.registry.state.api_keys.get(creds.key)
+        if key is None or self.master is None or key.disabled:
+            return None
+        tenant = self.registry.state.tenants.get(key.tenant)
+        if tenant is None or tenant.disabled:
+            return None
+        if not cambria.within_window(creds.date, self._clock(), self._window_s):
+            return None
+        secret = cambria.derive_secret(self.master, key.key, key.salt)
+        return key_principal(key) if cambria.signature_matches(secret, creds) else None
+
+    # --- what the registry knows -----------------------------------------------------------
+
+    def tenants(self) -> frozenset[str]:
+        return frozenset(self.registry.state.tenants)
+
+    def acls(self) -> dict[str, TopicAcl]:
+        return self.registry.state.topic_acls
+
+    def acl(self, topic: str) -> TopicAcl | None:
+        return self.registry.state.topic_acls.get(topic)
+
+    def api_keys(self) -> dict[str, ApiKey]:
+        return self.registry.state.api_keys
+
+    # --- changes (one writer session per change, acting as the caller) ---------------------
+
+    async def write(self, who: Principal, change: Callable[[Registry], T]) -> T:
+        """Run ``change`` on a writer registry acting as ``who``; the reader sees it at once."""
+
+        def run() -> T:
+            store = KafkaStore(self._bootstrap, *self._topics)
+            try:
+                name = f"apikey/{who.name}" if who.kind == "apikey" else who.name
+                writer = Registry.open(store, Actor(name, who.roles, who.tenant), write=True)
+                return change(writer)
+            finally:
+                store.close()
+
+        async with self._write_lock:
+            result = await asyncio.to_thread(run)
+        await self._refresh(force=True)
+        return result
+
+    def issue_secret(self, key: str, salt: str) -> str:
+        """Derived from the master key (HMAC-capable), or random without one (bearer and
+        Basic only: the service could not re-make it to check a signature)."""
+        if self.master is None:
+            return secrets.token_urlsafe(18)[: cambria.SECRET_LENGTH]
+        return cambria.derive_secret(self.master, key, salt)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def describe(key: ApiKey, **extra: Any) -> dict[str, Any]:
+    """MR's ApiKeyBean view (never the secret), with our tenant and role."""
+    return {
+        "key": key.key,
+        "aux": {"email": key.email, "description": key.description},
+        "tenant": key.tenant,
+        "role": str(key.role),
+        "disabled": key.disabled,
+        **extra,
+    }

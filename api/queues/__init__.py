@@ -1,0 +1,1 @@
+"""Queues with per-message ack over Kafka (``/queues``)."""

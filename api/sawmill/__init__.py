@@ -1,0 +1,1 @@
+"""sawmill's door: its publish, range reads, realtime event streams and topic listing."""

@@ -1,0 +1,96 @@
+"""The operator feed's record handling (no Kafka: records as the consumer hands them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from api.operator.feed import FleetFeed
+
+
+@dataclass
+class Rec:
+    topic_: str
+    key_: bytes | None
+    value_: bytes
+    offset_: int = 0
+    ts: int = 1000
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self.topic_
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self.offset_
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes:
+        return self.value_
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self.ts)
+
+
+def _feed() -> FleetFeed:
+    return FleetFeed("unused:9092", "iot.command-status", "iot.command-replies")
+
+
+def test_topics_and_tenants() -> None:
+    feed = _feed()
+    assert feed._kind("iot.telemetry") == ("telemetry", "default")
+    assert feed._kind("iot.acme.presence") == ("presence", "acme")
+    assert feed._kind("iot.command-status") == ("status", "default")
+    assert feed._kind("iot.command-replies") == ("replies", "default")
+    assert feed._kind("iot.acme.events") is None
+    assert feed._kind("iot.registry") is None
+
+
+def test_same_device_id_in_two_tenants_stays_apart() -> None:
+    feed = _feed()
+    feed._apply([
+        Rec("iot.acme.presence", b"p1", orjson.dumps({"online": True, "at": 5000})),
+        Rec("iot.presence", b"p1", orjson.dumps({"online": False, "at": 6000})),
+        Rec("iot.acme.telemetry", b"p1", orjson.dumps({"ts": 7000, "seq": 0,
+                                                       "metrics": {"t": 1}})),
+    ])  # fmt: skip
+    acme = feed.seen("acme", "p1")
+    assert (acme["online"], acme["last_seen"], acme["presence_at"]) == (True, 7000, 5000)
+    assert feed.seen("default", "p1")["online"] is False
+    assert feed.seen("beta", "p1") == {"online": None, "last_seen": None, "presence_at": None}
+    assert feed._next[("iot.acme.telemetry", 0)] == 1
+
+
+def test_commands_carry_their_tenant_and_replies() -> None:
+    feed = _feed()
+    status = {"command_id": "c1", "state": "sent", "attempt": 1, "device_id": "p1", "at": 10,
+              "command": {"name": "reboot", "args": {}, "tenant": "acme"}}  # fmt: skip
+    feed._apply([
+        Rec("iot.command-status", b"c1", orjson.dumps(status)),
+        Rec("iot.command-replies", b"p1", orjson.dumps({"command_id": "c1", "status": "ok",
+                                                         "result": {"x": 1}})),
+        Rec("iot.command-status", b"c1", orjson.dumps(status | {"state": "succeeded", "at": 20})),
+        Rec("iot.command-status", b"c2", orjson.dumps({"command_id": "c2", "state": "sent",
+                                                        "device_id": "q", "at": 1,
+                                                        "command": {"name": "n"}})),
+    ])  # fmt: skip
+    c1 = feed.command("c1")
+    assert c1 is not None
+    assert c1["tenant"] == "acme"
+    assert [s["state"] for s in c1["states"]] == ["sent", "succeeded"]
+    assert c1["replies"][0]["result"] == {"x": 1}
+    c2 = feed.command("c2")
+    assert c2 is not None
+    assert c2["tenant"] == "default"  # no tenant in the command: the default tenant's
+    assert feed.command("nope") is None
+    assert {c["command_id"] for c in feed.commands()} == {"c1", "c2"}
