@@ -23,7 +23,8 @@ stop:
 status:
 	$(BIN)/iot-stack status
 
-## Everything CI runs: format, lint, types, then every test (unit, integration, spark).
+## Everything CI runs: format, lint, types, then every test (unit, integration, spark), on the
+## xdist workers of pyproject's addopts; fails over the time budget (docs/development.md).
 test: setup lint
 	$(BIN)/pytest
 
@@ -32,8 +33,10 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+## The unit tier: no server starts. CPU-bound, so one xdist worker per core (`auto`) rather than
+## the suite's -n (its workers mostly wait on servers); `pytest ... -n 0` to debug.
 unit: setup
-	$(BIN)/pytest -m "not integration and not spark"
+	$(BIN)/pytest -m "not integration and not spark" -n auto
 
 bench: setup
 	$(BIN)/python -m bench run --suite ingest

@@ -41,7 +41,12 @@ from tests.plugins.mqtt_logins import (
 )
 from tests.plugins.server_reaper import reaper
 
-pytest_plugins = ["tests.plugins.bridge_process"]  # the `bridge_factory` fixture
+pytest_plugins = [
+    "tests.plugins.bridge_process",  # the `bridge_factory` fixture
+    "tests.plugins.parallel",  # tier markers from fixtures, xdist groups (issue 31)
+    "tests.plugins.suite_time",  # a run of whole tiers over its time budget fails
+    "pytester",  # tests/plugins/test_suite_time.py runs pytest on planted suites
+]
 
 # Property tests check answers, not speed: hypothesis' 200 ms per-example deadline fails them at
 # random while Kafka, Spark and Mosquitto share the two cores (speed lives in bench/).
