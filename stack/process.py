@@ -177,7 +177,14 @@ class ManagedProcess:
 
     def _exit_description(self) -> str:
         if self.supervisor is None:
-            code = self._popen.poll() if self._popen is not None else None
+            code = None
+            if self._popen is not None:
+                # /proc may show it gone (its argv emptied as it exits) a moment before it can
+                # be reaped: wait that moment for the exit status rather than report none
+                try:
+                    code = self._popen.wait(timeout=3.0)
+                except subprocess.TimeoutExpired:
+                    code = None
             return f"code {code}"
         # the supervisor reaps it and records why, a moment after /proc shows it gone
         started = self._started_pid

@@ -44,6 +44,8 @@ from tests.plugins.server_reaper import reaper
 pytest_plugins = [
     "tests.plugins.bridge_process",  # the `bridge_factory` fixture
     "tests.plugins.parallel",  # tier markers from fixtures, xdist groups (issue 31)
+    "tests.plugins.port_pool",  # free ports from one locked pool shared by the run's processes
+    "tests.plugins.spark_session",  # the `spark` fixture: one local Spark session per process
     "tests.plugins.suite_time",  # a run of whole tiers over its time budget fails
     "pytester",  # tests/plugins/test_suite_time.py runs pytest on planted suites
 ]

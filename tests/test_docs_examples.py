@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from stack.ports import free_port as _free_port
 from tests.bridge.helpers import consume
 from tests.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
 from tests.commands.harness import Device, unique, wait_for
@@ -40,7 +41,6 @@ from tests.docs_examples import (
     parse,
 )
 from tests.registry.conftest import running_dynsec_mosquitto
-from tests.spark_jobs.conftest import spark, spark_config  # noqa: F401
 
 EXAMPLES = all_examples()
 FENCED = [e for e in EXAMPLES if e.kind == "fenced"]
@@ -741,7 +741,7 @@ def _warehouse(session: Any, wh: Path, now: dt.datetime) -> None:
 
 @pytest.mark.spark
 def test_analytics_commands_run(
-    spark: Any,  # noqa: F811
+    spark: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -973,14 +973,6 @@ def test_api_tls_examples_run(stack: Any, tmp_path: Path) -> None:
         proc.terminate()
         assert proc.wait(30) == 0
     assert json.loads(done.stdout) == {"status": "ok"}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(url: str) -> bool:

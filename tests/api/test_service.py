@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,16 +15,11 @@ import pytest
 
 from api.errors import NOT_FOUND
 from api.routes import ROUTES
+from stack.ports import free_port as _free_port
 from tests.api.harness import Client, Reply, running_api
 from tests.conftest import Endpoints
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_health_ready_and_metrics(api: Client, topic_factory: Callable[..., str]) -> None:

@@ -16,15 +16,10 @@ import pytest
 
 from registry.cli import main as cli_main
 from registry.kafka_store import KafkaStore
+from stack.ports import free_port
 from tests.conftest import Endpoints
 
 PLUGIN = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -55,11 +55,12 @@ def _table_rows(driver: Any, heading: str) -> list[list[str]]:
     ))  # fmt: skip
 
 
-def test_analytics_page_shows_the_spark_tables(console_stack: ConsoleStack, tmp_path: Path) -> None:
+def test_analytics_page_shows_the_spark_tables(
+    console_stack: ConsoleStack, spark: Any, tmp_path: Path
+) -> None:
     from spark_jobs import stream
     from spark_jobs.cli import main as analytics_main
     from spark_jobs.config import AnalyticsConfig
-    from spark_jobs.session import build_session
 
     topic = f"console-analytics-{uuid.uuid4().hex[:8]}"
     base_ms = (int(time.time() * 1000) // 60_000 - 20) * 60_000  # whole minutes, 20 min ago
@@ -70,14 +71,10 @@ def test_analytics_page_shows_the_spark_tables(console_stack: ConsoleStack, tmp_
         warehouse_dir=warehouse, spark_master="local[2]", shuffle_partitions=2,
         spark_driver_memory="1g", watermark="30 seconds",
     )  # fmt: skip
-    spark = build_session(cfg, "console-analytics-test")
-    try:
-        assert stream.run(cfg, available_now=True, spark=spark) == 0
-        args = ["report", "--warehouse-dir", str(warehouse), "--out", str(report),
-                "--format", "html", "--since", "-2h"]  # fmt: skip
-        assert analytics_main(args) == 0
-    finally:
-        spark.stop()
+    assert stream.run(cfg, available_now=True, spark=spark) == 0  # the shared session
+    args = ["report", "--warehouse-dir", str(warehouse), "--out", str(report),
+            "--format", "html", "--since", "-2h"]  # fmt: skip
+    assert analytics_main(args) == 0  # uses the active session and leaves it running
     assert (report / "report.html").is_file()
     [port] = free_ports(1)
     api = start_api(console_stack, port, tmp_path / "api.log", "--console-warehouse",

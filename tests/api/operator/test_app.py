@@ -22,9 +22,9 @@ import orjson
 import pytest
 
 from api.service import ApiService
-from stack.ports import free_ports
 from tests.api.harness import Client, Reply, basic, read_topic, run_module, running_api
 from tests.registry.mqtt_probe import Probe, wait_for
+from tests.stack.stack_ports import StackPorts
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +45,11 @@ class Ops:
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
-    mqtt, kafka, controller, bridge_http, commands_http = free_ports(5)
-    data_dir = (tmp_path_factory.mktemp("ops") / "var").resolve()
+    # every port the stack would open, the TLS listener's too (its default 8883 is one per
+    # machine: two runs at once would fight for it)
+    ports = StackPorts.free(tmp_path_factory.mktemp("ops"))
+    data_dir, mqtt, kafka, args = ports.data_dir, ports.mqtt, ports.kafka, ports.args
     secrets = data_dir / "secrets"
-    args = [
-        "--data-dir", str(data_dir), "--mqtt-port", str(mqtt), "--kafka-port", str(kafka),
-        "--kafka-controller-port", str(controller), "--bridge-http-port", str(bridge_http),
-        "--commands-http-port", str(commands_http),
-    ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = f"127.0.0.1:{kafka}"

@@ -4,7 +4,6 @@ when there is none) or served with the operator's certificate files."""
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 from pathlib import Path
 
@@ -14,15 +13,10 @@ from api.config import ApiConfig
 from api.errors import ConfigError
 from api.plumbing.tls import server_context
 from registry.ca_store import CaStore
+from stack.ports import free_port as _free_port
 from tests.api.harness import running_api
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(port: int, path: str, context: ssl.SSLContext, host: str = "localhost") -> int:

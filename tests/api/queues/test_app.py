@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from stack.ports import free_port as _free_port
 from tests.api.harness import Client, running_api
 from tests.conftest import Endpoints
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def receive(api: Client, queue: str, query: str) -> list[dict[str, Any]]:

@@ -1,4 +1,7 @@
-"""One local Spark session for every spark test (``local[2]``, 2 shuffle partitions)."""
+"""One local Spark session for every test that needs Spark in the test process (``local[2]``, 2
+shuffle partitions), whatever its folder: a test must not build and stop a session of its own,
+since `getOrCreate` would hand it this shared one and stopping it breaks every later Spark test
+of the worker."""
 
 from __future__ import annotations
 
