@@ -159,7 +159,7 @@ class ApiConfig:
         "clock skew between instances; an ack recorded by the deadline always wins).",
     )
 
-    # HTTP devices (issue 14 item 5, api/http_devices.py, docs/api.md "HTTP devices")
+    # HTTP devices (issue 14 item 5, api/http_devices/, docs/api.md "HTTP devices")
     topic_events: str = _setting("iot.events", "HTTP devices: events topic (as the bridge).")
     topic_dlq: str = _setting("iot.dlq", "HTTP devices: dead-letter topic (as the bridge).")
     max_payload_bytes: int = _setting(

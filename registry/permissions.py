@@ -33,7 +33,7 @@ _GRANTS: Final[dict[Role, frozenset[tuple[str, str]]]] = {
         | {("apikey", READ), ("apikey", WRITE), ("topic", READ), ("topic", WRITE)}
     ),
     # authenticates HTTP devices; topic metadata: iot-api lets an owner key change its topic's
-    # access lists (api.access decides, the registry records)
+    # access lists (api.plumbing.access decides, the registry records)
     Role.API: frozenset({("tenant", READ), ("device", READ), ("topic", READ), ("topic", WRITE)}),
     Role.EDGE: frozenset({("device", READ)}),
 }
