@@ -74,7 +74,7 @@ def central(
     assert registry_cli(["mosquitto-init", str(dynsec), "--password-file", str(secret)]) == 0
     site_port = free_port()
     extra = (
-        f"listener {site_port} {netns.CENTRE_IP}\n"
+        f"listener {site_port} {nat_site.centre_ip}\n"
         # the central bridge drains in bursts after a heal: never drop what a site forwards
         "max_queued_messages 1000000\n"
     )
@@ -190,7 +190,7 @@ def site_factory(
         made.append(site)  # stopped at teardown even if `up` fails half-way
         # the one-command install, run on the site
         run_edge(
-            "init", "--site", name, "--central", f"{netns.CENTRE_IP}:{central.site_port}",
+            "init", "--site", name, "--central", f"{nat_site.centre_ip}:{central.site_port}",
             "--account-secret-file", str(secret_file), "--devices-file", str(devices_file),
             "--site-dir", str(site_dir), "--listen-host", "127.0.0.1",
             "--listen-port", str(port), "--insecure-plain-link", "--keepalive-s", "5",

@@ -24,7 +24,6 @@ from commands.client import CommandClient
 from edge import central as edge_central
 from registry.model import Role
 from tests.conftest import Endpoints
-from tests.edge import netns
 from tests.edge.conftest import Central, Site, kafka_records
 
 pytestmark = pytest.mark.integration
@@ -122,12 +121,12 @@ def test_centre_cannot_connect_in_the_site_dials_out_through_nat(
     site = site_factory("site-nat", [])
     site.wait_status(lambda s: s.get("link") == "up", 30, "link up")
     # the centre saw the router's address, not the site's: masqueraded
-    assert f"from {netns.ROUTER_WAN_IP}" in central.log_text()
-    assert f"from {netns.SITE_IP}" not in central.log_text()
+    assert f"from {site.ns.router_wan_ip}" in central.log_text()
+    assert f"from {site.ns.site_ip}" not in central.log_text()
     # the host has a route to the site; the router forwards nothing new inbound
     started = time.monotonic()
     with pytest.raises(TimeoutError):  # dropped by the router: no answer, not a refusal
-        socket.create_connection((netns.SITE_IP, site.port), timeout=3).close()
+        socket.create_connection((site.ns.site_ip, site.port), timeout=3).close()
     print(f"MEASURED connect into the site failed after {time.monotonic() - started:.2f} s")
     assert _central_view(central, "site-nat")["link"] == "up"
 
@@ -253,7 +252,7 @@ def test_a_site_cannot_publish_for_another_site_or_tenant(
     secret = (site.dir.parent / "site-own.secret").read_text()
     for target in ("devices/other-1/telemetry", "tenants/t2/devices/own-1/telemetry"):
         cmd = site.ns.in_site(
-            "mosquitto_pub", "-h", netns.CENTRE_IP, "-p", str(central.site_port), "-V", "5",
+            "mosquitto_pub", "-h", site.ns.centre_ip, "-p", str(central.site_port), "-V", "5",
             "-q", "1", "-u", "svc/site-own", "-P", secret, "-i", "rogue-site-own", "-t", target,
             "-m", '{"ts": 1, "seq": 0, "metrics": {}}',
         )  # fmt: skip
