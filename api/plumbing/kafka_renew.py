@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -47,18 +48,20 @@ class Renewing(Generic[C]):
         make: Callable[[], C],
         *,
         failures: int = 2,
+        window_s: float = 60.0,
         min_gap_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self._make = make
         self._threshold = failures
+        self._window_s = window_s
         self._min_gap_s = min_gap_s
         self._clock = clock
         self._lock = threading.Lock()
         self._client: C | None = None
         self._made_at = 0.0
-        self.failures = 0  # timeouts in a row of the current client
+        self._timeouts: deque[float] = deque()  # when the current client's calls timed out
         self.renewals = 0  # clients replaced since start
 
     def start(self) -> None:
@@ -77,33 +80,44 @@ class Renewing(Generic[C]):
         return found
 
     @property
+    def failures(self) -> int:
+        """The current client's calls that timed out within the last ``window_s``."""
+        with self._lock:
+            self._forget()
+            return len(self._timeouts)
+
+    @property
     def healthy(self) -> bool:
         return self.failures == 0
+
+    def _forget(self) -> None:
+        while self._timeouts and self._clock() - self._timeouts[0] > self._window_s:
+            self._timeouts.popleft()
 
     def call(self, fn: Callable[[C], R]) -> R:
         client = self.client
         try:
-            out = fn(client)
+            return fn(client)
         except Exception as exc:
             if timed_out(exc):
                 self._timed_out(client, exc)
             raise
-        with self._lock:
-            if client is self._client:
-                self.failures = 0
-        return out
 
     def _timed_out(self, client: C, exc: BaseException) -> None:
         old: C | None = None
         with self._lock:
             if client is not self._client:
                 return  # an older client, already replaced
-            self.failures += 1
-            if self.failures < self._threshold or self._clock() - self._made_at < self._min_gap_s:
+            self._timeouts.append(self._clock())
+            self._forget()
+            if (
+                len(self._timeouts) < self._threshold
+                or self._clock() - self._made_at < self._min_gap_s
+            ):
                 return
             old, self._client = self._client, self._make()
             self._made_at = self._clock()
-            self.failures = 0
+            self._timeouts.clear()
             self.renewals += 1
         log.warning(
             "Kafka client %s stopped answering (%s); replaced it by a new one (%d so far)",
@@ -116,7 +130,7 @@ class RenewalCollector(Collector):
     """``iot_api_kafka_client_renewals_total{client}`` and ``iot_api_kafka_client_failing``
     (timeouts in a row now) for the clients ``clients()`` names."""
 
-    def __init__(self, clients: Callable[[], Iterable[Renewing[object]]]) -> None:
+    def __init__(self, clients: Callable[[], Iterable[Renewing[Any]]]) -> None:
         self._clients = clients
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
@@ -127,7 +141,7 @@ class RenewalCollector(Collector):
         )
         failing = GaugeMetricFamily(
             "iot_api_kafka_client_failing",
-            "Calls in a row that timed out on a long-lived Kafka client (0: it answers)",
+            "Calls of a long-lived Kafka client that timed out in the last minute (0: it answers)",
             labels=["client"],
         )
         for found in self._clients():

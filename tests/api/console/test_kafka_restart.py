@@ -5,54 +5,24 @@ noticed and replaced (`iot_api_kafka_client_renewals_total` on /metrics says so)
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from stack.launcher import Stack
 from stack.ports import free_ports
-from tests.api.console.conftest import _wait_http
+from tests.api.console.conftest import Client, _wait_http
 
 pytestmark = pytest.mark.integration
 RECOVERY_S = 30.0  # issue 32's bound for every client path after a Kafka restart
-
-
-class Client:
-    """A logged-in console session over plain HTTP (the pages' JSON, no browser)."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
-        )
-
-    def login(self, name: str, secret: str) -> None:
-        body = json.dumps({"name": name, "secret": secret}).encode()
-        req = urllib.request.Request(
-            self.base + "/console/api/login", body, {"Content-Type": "application/json"}
-        )
-        with self.opener.open(req, timeout=30) as r:
-            assert r.status == 200
-
-    def get(self, path: str, timeout_s: float = 30.0) -> tuple[int, Any]:
-        try:
-            with self.opener.open(self.base + path, timeout=timeout_s) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode("utf-8", "replace")
-        except OSError as exc:  # an answer slower than timeout_s is no answer
-            return 0, str(exc)
 
 
 def _committed_group(bootstrap: str, group: str) -> None:
@@ -130,6 +100,7 @@ def test_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_and_restart(
                 f"{log_path.read_text(errors='replace')[-2000:]}"
             )
             time.sleep(0.5)
+        print(f"the console answered {time.monotonic() - started:.1f} s after Kafka's restart")
         with urllib.request.urlopen(f"{base}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         assert 'iot_api_kafka_client_renewals_total{client="console-admin"}' in metrics
