@@ -79,7 +79,8 @@ class KafkaView:
         self.admin: Renewing[AdminClient] = Renewing(
             "console-admin",
             lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-console"}),
-        )  # replaced when it stops answering (issue 32: wedged after a Kafka restart)
+            failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
+        )
         self._producer: Producer | None = None
         self._probe: Consumer | None = None
         self._lock = threading.Lock()  # the probe consumer is not shared across threads
