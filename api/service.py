@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+from typing import Any
 
 from aiohttp import web
 
@@ -24,6 +25,7 @@ from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
 from api.plumbing.kafka_producer import KafkaPublisher
+from api.plumbing.kafka_renew import RenewalCollector, Renewing
 from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
@@ -102,6 +104,9 @@ class ApiService:
             DocsPageHandlers(),  # GET /docs: Swagger UI over /openapi.json
         )
         app = build_app(handlers, self.auth, extra)
+        # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
+        renewing: list[Renewing[Any]] = [self.admin.renewing]
+        handlers.stats.registry.register(RenewalCollector(lambda: renewing))
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
             console = Console(
@@ -109,6 +114,7 @@ class ApiService:
                 lambda: published.get_sample_value("iot_api_published_messages_total") or 0.0,
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
+            renewing.append(console.kafka.admin)
         self._runner = web.AppRunner(
             app,
             access_log=None,

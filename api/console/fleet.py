@@ -18,7 +18,8 @@ from api.console.letter_refs import LetterRef, owner
 from registry import ids
 from registry.topics import device_username
 
-RECENT_POINTS = 60
+RECENT_POINTS = 60  # the sparkline's points per device (not the rate's: see Seen.rate)
+RATE_WINDOW_MS = 60_000
 MAX_DLQ = 5000
 MAX_COMMANDS = 5000
 MAX_EVENTS = 20
@@ -35,10 +36,32 @@ class Seen:
     count: int = 0
     online: bool | None = None
     presence_at: int = 0
+    # telemetry records per second of their time stamp, the last RATE_WINDOW_MS and a little
+    # more only: the rate, counted apart from `points` (issue 32: the rate was counted from
+    # the sparkline's 60 points, so no device could show more than 60 a minute, 1.00 msgs/s)
+    per_second: dict[int, int] = field(default_factory=dict)
 
-    def rate(self, now_ms: int, window_ms: int = 60_000) -> float:
-        """Telemetry messages/s over the last ``window_ms``."""
-        recent = sum(1 for at, _ in self.points if now_ms - at <= window_ms)
+    def counted(self, at_ms: int) -> None:
+        """One telemetry record stamped ``at_ms``, for :meth:`rate`."""
+        second = at_ms // 1000
+        self.per_second[second] = self.per_second.get(second, 0) + 1
+        if len(self.per_second) > RATE_WINDOW_MS // 1000 + 2:
+            oldest = max(self.per_second) - RATE_WINDOW_MS // 1000 - 1
+            self.per_second = {s: n for s, n in self.per_second.items() if s >= oldest}
+
+    def rate(self, now_ms: int, window_ms: int = RATE_WINDOW_MS) -> float:
+        """Telemetry messages/s over the last ``window_ms`` (at most RATE_WINDOW_MS): the
+        seconds wholly inside it, and the oldest second in part (as much of it as the
+        window covers)."""
+        start = now_ms - window_ms
+        first = start // 1000
+        part = 1 - (start - first * 1000) / 1000
+        recent = 0.0
+        for second, n in self.per_second.items():
+            if first < second <= now_ms // 1000:
+                recent += n
+            elif second == first:
+                recent += n * part
         return round(recent / (window_ms / 1000), 3)
 
 
@@ -159,6 +182,7 @@ class FleetState:
                 seen.points.append((at, metrics))
             seen.last_seen = max(seen.last_seen, at)
             seen.count += 1
+            seen.counted(at)
         elif kind == "events":
             seen.events.appendleft({"at": _at(doc, timestamp), **doc})
             seen.last_seen = max(seen.last_seen, _at(doc, timestamp))

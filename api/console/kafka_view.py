@@ -24,6 +24,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from api.plumbing.kafka_batch import take
+from api.plumbing.kafka_renew import Renewing, timed_out
 
 
 class KafkaDownError(Exception):
@@ -75,14 +76,18 @@ class KafkaView:
     def __init__(self, bootstrap: str, timeout_s: float = 5.0) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
-        self._admin: AdminClient | None = None
+        self.admin: Renewing[AdminClient] = Renewing(
+            "console-admin",
+            lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-console"}),
+            failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
+        )
         self._producer: Producer | None = None
         self._probe: Consumer | None = None
         self._lock = threading.Lock()  # the probe consumer is not shared across threads
 
     def start(self) -> None:
         base = {"bootstrap.servers": self.bootstrap}
-        self._admin = AdminClient({**base, "client.id": "iot-console"})
+        self.admin.start()
         self._producer = Producer(
             {**base, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 10000,
              "partitioner": "murmur2_random"}
@@ -106,31 +111,34 @@ class KafkaView:
             self._producer.flush(5)
         if self._probe is not None:
             self._probe.close()
-        self._admin = self._producer = self._probe = None
+        self.admin.close()
+        self._producer = self._probe = None
 
     def _meta(self) -> Any:
-        assert self._admin is not None, "start() first"
         try:
-            return self._admin.list_topics(timeout=self.timeout_s)
+            return self.admin.call(lambda a: a.list_topics(timeout=self.timeout_s))
         except KafkaException as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc}") from exc
 
     def ensure_topic(self, name: str, partitions: int = 1) -> None:
         if name in self._meta().topics:
             return
-        assert self._admin is not None
-        future = self._admin.create_topics([NewTopic(name, partitions)])[name]
         try:
-            future.result(self.timeout_s)
+            self.admin.call(
+                lambda a: a.create_topics([NewTopic(name, partitions)])[name].result(self.timeout_s)
+            )
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
     def _marks(self, topic: str, partition: int) -> tuple[int, int]:
         assert self._probe is not None
-        low, high = self._probe.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=self.timeout_s
-        )
+        try:
+            low, high = self._probe.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.timeout_s
+            )
+        except KafkaException as exc:
+            raise KafkaDownError(f"Kafka does not answer: {exc}") from exc
         return int(low), int(high)
 
     def topics(self) -> list[dict[str, Any]]:
@@ -150,22 +158,28 @@ class KafkaView:
         return out
 
     def groups(self) -> list[dict[str, Any]]:
-        """Consumer groups with committed offsets and lag per topic."""
-        assert self._admin is not None
+        """Consumer groups with committed offsets and lag per topic (a timeout: KafkaDownError)."""
+        wait_s = self.timeout_s + 1.0  # librdkafka's own request timeout first
         try:
-            listed = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result()
-        except KafkaException as exc:
-            raise KafkaDownError(f"Kafka does not answer: {exc}") from exc
+            listed = self.admin.call(
+                lambda a: a.list_consumer_groups(request_timeout=self.timeout_s).result(wait_s)
+            )
+        except (KafkaException, TimeoutError) as exc:
+            raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
         out = []
         for g in sorted(listed.valid, key=lambda x: x.group_id):
             if g.group_id.startswith("iot-console-probe-"):
                 continue
-            req = [ConsumerGroupTopicPartitions(g.group_id)]
+            req, gid = [ConsumerGroupTopicPartitions(g.group_id)], g.group_id
             try:
-                res = self._admin.list_consumer_group_offsets(req)[g.group_id].result(
-                    self.timeout_s
+                res = self.admin.call(
+                    lambda a, r=req, i=gid: a.list_consumer_group_offsets(  # type: ignore[misc]
+                        r, request_timeout=self.timeout_s
+                    )[i].result(wait_s)
                 )
-            except KafkaException:
+            except (KafkaException, TimeoutError) as exc:
+                if timed_out(exc):
+                    raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
                 continue
             lag: dict[str, int] = {}
             with self._lock:

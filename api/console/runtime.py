@@ -67,7 +67,7 @@ class Console:
         self.kafka.start()
         try:
             await asyncio.to_thread(self.kafka.ensure_topic, self.cfg.console_audit_topic)
-        except (KafkaDownError, KafkaException) as exc:  # Kafka down: the tailer retries
+        except (KafkaDownError, KafkaException, TimeoutError) as exc:  # the tailer retries
             log.warning("console: audit topic not ensured (%s)", exc)
         await asyncio.to_thread(self.operators.start)
         self.tailer.start()

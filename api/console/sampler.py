@@ -65,7 +65,9 @@ class Sampler:
     async def sample(self) -> dict[str, Any]:
         probes = await probe_all(self.services)
         kafka_up = await asyncio.to_thread(self.kafka.ping)
-        if kafka_up and self._count % LAG_EVERY == 0:
+        # the lag every LAG_EVERY samples, and every sample while the last read failed (so that
+        # the page is right again as soon as Kafka, or a replaced admin client, answers)
+        if kafka_up and (self._count % LAG_EVERY == 0 or self.kafka_error):
             try:
                 self.groups = await asyncio.to_thread(self.kafka.groups)
                 self.kafka_error = ""

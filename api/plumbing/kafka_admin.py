@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from api.plumbing.kafka_renew import Renewing
 
 log = logging.getLogger(__name__)
 
@@ -32,23 +35,22 @@ class TopicAdmin:
     def __init__(self, bootstrap: str, *, timeout_s: float = 10.0) -> None:
         self._bootstrap = bootstrap
         self._timeout_s = timeout_s
-        self._client: AdminClient | None = None
+        self.renewing: Renewing[AdminClient] = Renewing(
+            "api-admin",
+            lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-api"}),
+        )  # replaced when its calls keep timing out (issue 32)
         self._known: set[str] = set()
         self._known_at = 0.0
 
     def start(self) -> None:
-        self._client = AdminClient({"bootstrap.servers": self._bootstrap, "client.id": "iot-api"})
+        self.renewing.start()
 
     def close(self) -> None:
-        self._client = None  # AdminClient has no close(): dropped, librdkafka frees it
-
-    def _admin(self) -> AdminClient:
-        assert self._client is not None, "start() first"
-        return self._client
+        self.renewing.close()  # AdminClient has no close(): dropped, librdkafka frees it
 
     def _names_blocking(self, timeout_s: float) -> dict[str, int]:
         try:
-            meta = self._admin().list_topics(timeout=timeout_s)
+            meta = self.renewing.call(lambda a: a.list_topics(timeout=timeout_s))
         except KafkaException as exc:
             raise KafkaUnavailableError(str(exc)) from exc
         return {name: len(t.partitions) for name, t in meta.topics.items() if t.error is None}
@@ -82,8 +84,7 @@ class TopicAdmin:
     async def create(self, topic: str, partitions: int, replicas: int) -> None:
         """``partitions``/``replicas`` 0 = the broker's defaults; replicas clamped to brokers."""
 
-        def run() -> None:
-            admin = self._admin()
+        def run(admin: AdminClient) -> None:
             brokers = len(admin.list_topics(timeout=self._timeout_s).brokers) or 1
             new = NewTopic(
                 topic,
@@ -95,7 +96,7 @@ class TopicAdmin:
                 future, self._timeout_s, KafkaError.TOPIC_ALREADY_EXISTS, TopicExistsError(topic)
             )
 
-        await asyncio.to_thread(run)
+        await self._call(run)
         await self._wait_visible(topic)  # listed and publishable when the answer leaves
 
     async def ensure(self, topic: str, partitions: int) -> None:
@@ -115,19 +116,28 @@ class TopicAdmin:
             await asyncio.sleep(0.1)
 
     async def delete(self, topic: str) -> None:
-        def run() -> None:
-            future = self._admin().delete_topics([topic], operation_timeout=self._timeout_s)[topic]
+        def run(admin: AdminClient) -> None:
+            future = admin.delete_topics([topic], operation_timeout=self._timeout_s)[topic]
             _settle(
                 future, self._timeout_s, KafkaError.UNKNOWN_TOPIC_OR_PART, NoSuchTopicError(topic)
             )
 
-        await asyncio.to_thread(run)
+        await self._call(run)
         self._known.discard(topic)
+
+    async def _call(self, run: Callable[[AdminClient], None]) -> None:
+        """``run`` on the admin client in a thread; its bounded wait running out is Kafka
+        being unavailable (503), after counting against the client."""
+        try:
+            await asyncio.to_thread(self.renewing.call, run)
+        except TimeoutError as exc:
+            raise KafkaUnavailableError(f"Kafka did not answer in {self._timeout_s} s") from exc
 
 
 def _settle(future: Future[None], timeout_s: float, code: int, refusal: Exception) -> None:
     """Wait for an admin operation: ``refusal`` when Kafka answers ``code`` (the topic exists,
-    or does not), any other failure as Kafka being unavailable."""
+    or does not), any other failure as Kafka being unavailable. The future's own TimeoutError
+    is left to the caller's :class:`Renewing` (it counts it) and maps to 503 like the rest."""
     try:
         future.result(timeout_s)
     except KafkaException as exc:

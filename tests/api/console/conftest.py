@@ -4,6 +4,7 @@ of every role, and headless Chromium (Debian's) driven by selenium."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import subprocess
@@ -182,6 +183,33 @@ class Browser:
 
     def close(self) -> None:
         self.driver.quit()
+
+
+class Client:
+    """A logged-in console session over plain HTTP (the pages' JSON, no browser)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+
+    def login(self, name: str, secret: str) -> None:
+        body = json.dumps({"name": name, "secret": secret}).encode()
+        req = urllib.request.Request(
+            self.base + "/console/api/login", body, {"Content-Type": "application/json"}
+        )
+        with self.opener.open(req, timeout=30) as r:
+            assert r.status == 200
+
+    def get(self, path: str, timeout_s: float = 30.0) -> tuple[int, Any]:
+        try:
+            with self.opener.open(self.base + path, timeout=timeout_s) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8", "replace")
+        except OSError as exc:  # an answer slower than timeout_s is no answer
+            return 0, str(exc)
 
 
 @pytest.fixture

@@ -102,3 +102,32 @@ def test_eviction_marks_memory_incomplete_and_old_letters_get_their_audit_status
     # a letter read back from Kafka gets the status the audit trail gave it
     old = fleet_mod.dead_letter(0, 0, key=b"d1", value=b"x", headers=None, timestamp=1)
     assert (state.dispose(old).status, old.by) == ("discarded", "svc/op")
+
+
+@pytest.mark.parametrize(("per_s", "count"), [(0.5, 5), (1, 5), (2, 200), (4, 5), (25, 5)])
+def test_the_rate_is_the_load_sent_whatever_the_rate(per_s: float, count: int) -> None:
+    """Issue 32: 200 devices sending 2 msgs/s each showed 1.00 (the rate was counted from the
+    sparkline's 60 points). A known load, evenly spaced, for 90 s: every device's rate is it,
+    to a sixtieth (the oldest second of the window is counted in part), at any phase."""
+    state = FleetState()
+    devices = [f"d{i}" for i in range(count)]
+    gap_ms = int(1000 / per_s)
+    for i in range(int(90 * per_s)):
+        for n, name in enumerate(devices):
+            at = 1_000_000 + i * gap_ms + n  # the devices' clocks a millisecond apart
+            _apply(state, "telemetry", name, {"ts": at, "seq": i, "metrics": {"t": 1.0}})
+    last = 1_000_000 + (int(90 * per_s) - 1) * gap_ms
+    for now in (last + 200, last + 500, last + 999):
+        rates = {state.device_row(name, now)["rate"] for name in devices}
+        # off by at most one second's records over the minute (and the rounding to 3 places)
+        assert all(abs(r - per_s) <= max(1, per_s) / 60 + 5e-4 for r in rates), (now, rates)
+    assert len(state.devices["d0"].per_second) <= 62  # bounded, whatever the history
+    assert state.device_row("d0", last + 61_000)["rate"] == 0.0  # silent for a minute
+
+
+def test_the_rate_counts_records_without_metrics_too() -> None:
+    state = FleetState()
+    for i in range(120):
+        doc = {"ts": 10_000 + i * 500} | ({"metrics": {"t": 1.0}} if i % 2 else {})
+        _apply(state, "telemetry", "d1", doc)
+    assert state.device_row("d1", 10_000 + 119 * 500 + 1)["rate"] == pytest.approx(2.0, abs=0.02)

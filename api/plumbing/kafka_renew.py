@@ -1,0 +1,151 @@
+"""A long-lived Kafka client that is replaced when it stops answering (issue 32).
+
+librdkafka's admin client can wedge for good when Kafka restarts under it: after a kill -9 and
+restart, a long-lived AdminClient answers metadata and ListGroups again but never completes a
+ListConsumerGroupOffsets (the group-coordinator request) any more, while a fresh client in the
+same process answers it in milliseconds. So every call through :class:`Renewing` waits a
+bounded time, and a client whose calls time out ``failures`` times in a row is dropped and made
+anew (at most once per ``min_gap_s``, so that a Kafka that is really down costs one new client
+per gap, not one per call). What happened is counted per client (``renewals``, ``failures``),
+for ``/metrics`` (:class:`RenewalCollector`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """A bounded wait ran out: a future's TimeoutError or librdkafka's own timeout."""
+    if isinstance(exc, TimeoutError):
+        return True
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
+    return False
+
+
+class Renewing(Generic[C]):
+    """One long-lived Kafka client (made by ``make``), replaced when its calls keep timing out.
+
+    Use :meth:`call` for every request (a bounded wait inside ``fn``): it returns ``fn``'s
+    answer or raises its error, after counting a timeout against the client."""
+
+    def __init__(
+        self,
+        name: str,
+        make: Callable[[], C],
+        *,
+        failures: int = 2,
+        window_s: float = 60.0,
+        min_gap_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._make = make
+        self._threshold = failures
+        self._window_s = window_s
+        self._min_gap_s = min_gap_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._client: C | None = None
+        self._made_at = 0.0
+        self._timeouts: deque[float] = deque()  # when the current client's calls timed out
+        self.renewals = 0  # clients replaced since start
+
+    def start(self) -> None:
+        with self._lock:
+            self._client = self._make()
+            self._made_at = self._clock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._client = None  # librdkafka frees a client once nothing refers to it
+
+    @property
+    def client(self) -> C:
+        found = self._client
+        assert found is not None, f"{self.name}: start() first"
+        return found
+
+    @property
+    def failures(self) -> int:
+        """The current client's calls that timed out within the last ``window_s``."""
+        with self._lock:
+            self._forget()
+            return len(self._timeouts)
+
+    @property
+    def healthy(self) -> bool:
+        return self.failures == 0
+
+    def _forget(self) -> None:
+        while self._timeouts and self._clock() - self._timeouts[0] > self._window_s:
+            self._timeouts.popleft()
+
+    def call(self, fn: Callable[[C], R]) -> R:
+        client = self.client
+        try:
+            return fn(client)
+        except Exception as exc:
+            if timed_out(exc):
+                self._timed_out(client, exc)
+            raise
+
+    def _timed_out(self, client: C, exc: BaseException) -> None:
+        old: C | None = None
+        with self._lock:
+            if client is not self._client:
+                return  # an older client, already replaced
+            self._timeouts.append(self._clock())
+            self._forget()
+            if (
+                len(self._timeouts) < self._threshold
+                or self._clock() - self._made_at < self._min_gap_s
+            ):
+                return
+            old, self._client = self._client, self._make()
+            self._made_at = self._clock()
+            self._timeouts.clear()
+            self.renewals += 1
+        log.warning(
+            "Kafka client %s stopped answering (%s); replaced it by a new one (%d so far)",
+            self.name, exc or type(exc).__name__, self.renewals,
+        )  # fmt: skip
+        del old  # dropped here, in the caller's worker thread, not on the event loop
+
+
+class RenewalCollector(Collector):
+    """``iot_api_kafka_client_renewals_total{client}`` and ``iot_api_kafka_client_failing``
+    (timeouts in a row now) for the clients ``clients()`` names."""
+
+    def __init__(self, clients: Callable[[], Iterable[Renewing[Any]]]) -> None:
+        self._clients = clients
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        renewals = CounterMetricFamily(
+            "iot_api_kafka_client_renewals",
+            "Long-lived Kafka clients replaced because their calls kept timing out",
+            labels=["client"],
+        )
+        failing = GaugeMetricFamily(
+            "iot_api_kafka_client_failing",
+            "Calls of a long-lived Kafka client that timed out in the last minute (0: it answers)",
+            labels=["client"],
+        )
+        for found in self._clients():
+            renewals.add_metric([found.name], found.renewals)
+            failing.add_metric([found.name], found.failures)
+        yield renewals
+        yield failing

@@ -1,0 +1,123 @@
+"""The long-lived Kafka client that is replaced when its calls keep timing out (issue 32)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from prometheus_client import CollectorRegistry
+
+from api.plumbing.kafka_renew import RenewalCollector, Renewing, timed_out
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _made() -> tuple[Renewing[int], Clock]:
+    clock = Clock()
+    made = iter(range(1, 100))
+    client = Renewing("t", lambda: next(made), failures=2, min_gap_s=10.0, clock=clock)
+    client.start()
+    return client, clock
+
+
+def _stuck(_client: int) -> None:
+    raise TimeoutError
+
+
+def test_a_client_timing_out_twice_is_replaced_and_counted() -> None:
+    client, clock = _made()
+    clock.now += 30
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert (client.client, client.failures, client.renewals) == (1, 1, 0)
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert (client.client, client.failures, client.renewals) == (2, 0, 1)
+    assert client.call(lambda c: c * 10) == 20  # the new client answers
+    assert client.healthy
+
+
+def test_answers_between_timeouts_do_not_save_a_wedged_client() -> None:
+    """Issue 32's wedge: metadata answers, the coordinator requests time out; the timeouts
+    count within the window whatever answers in between, other errors do not count."""
+    client, clock = _made()
+    clock.now += 30
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert client.call(lambda c: c) == 1
+    refused = KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS))
+    for _ in range(3):
+        with pytest.raises(KafkaException):
+            client.call(lambda c: (_ for _ in ()).throw(refused))
+    assert (client.client, client.failures, client.renewals) == (1, 1, 0)
+    clock.now += 5
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert (client.client, client.failures, client.renewals) == (2, 0, 1)
+
+
+def test_timeouts_older_than_the_window_are_forgotten() -> None:
+    client, clock = _made()
+    clock.now += 30
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    clock.now += 61
+    assert client.healthy
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert (client.client, client.failures, client.renewals) == (1, 1, 0)
+
+
+def test_no_more_than_one_new_client_per_gap_while_kafka_is_down() -> None:
+    client, clock = _made()
+    for _ in range(10):  # 10 timeouts within 5 s of the client's making: kept
+        clock.now += 0.5
+        with pytest.raises(TimeoutError):
+            client.call(_stuck)
+    assert client.renewals == 0
+    clock.now += 5.0
+    with pytest.raises(TimeoutError):
+        client.call(_stuck)
+    assert (client.client, client.renewals) == (2, 1)
+
+
+def test_a_late_timeout_of_a_replaced_client_does_not_count_against_the_new_one() -> None:
+    client, clock = _made()
+    clock.now += 30
+    old = client.client
+
+    def stuck_after_renewal(c: int) -> None:
+        for _ in range(2):
+            with pytest.raises(TimeoutError):
+                client.call(_stuck)
+        raise TimeoutError  # the call that had taken `old` ends only now
+
+    with pytest.raises(TimeoutError):
+        client.call(stuck_after_renewal)
+    assert client.client != old
+    assert (client.failures, client.renewals) == (0, 1)
+
+
+def test_librdkafkas_own_timeouts_count() -> None:
+    assert timed_out(TimeoutError())
+    assert timed_out(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+    assert timed_out(KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)))
+    assert not timed_out(KafkaException(KafkaError(KafkaError._TRANSPORT)))
+    assert not timed_out(ValueError())
+
+
+def test_the_collector_shows_every_client() -> None:
+    client, clock = _made()
+    clock.now += 30
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            client.call(_stuck)
+    registry = CollectorRegistry()
+    registry.register(RenewalCollector(lambda: [client]))
+    assert registry.get_sample_value("iot_api_kafka_client_renewals_total", {"client": "t"}) == 1
+    assert registry.get_sample_value("iot_api_kafka_client_failing", {"client": "t"}) == 1
