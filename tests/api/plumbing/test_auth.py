@@ -156,13 +156,22 @@ def test_an_account_works_in_the_next_instruction_twenty_times_in_a_row(
             old = secrets["pub19"]
             new = registry.rotate_account("pub19").secret
             assert new is not None
-            assert Client(svc.port, basic("pub19", old)).publish(topic, "x").status == 401
-            assert Client(svc.port, basic("pub19", new)).publish(topic, "x").status == 200
+            assert (
+                Client(svc.port, basic("pub19", old)).publish(topic, "x", "text/plain").status
+                == 401
+            )
+            assert (
+                Client(svc.port, basic("pub19", new)).publish(topic, "x", "text/plain").status
+                == 200
+            )
             registry.set_account_disabled("pub19", True)
-            assert Client(svc.port, basic("pub19", new)).publish(topic, "x").status == 401
+            assert (
+                Client(svc.port, basic("pub19", new)).publish(topic, "x", "text/plain").status
+                == 401
+            )
             registry.delete_account("pub18")
             gone = Client(svc.port, basic("pub18", secrets["pub18"]))
-            assert gone.publish(topic, "x").status == 401
+            assert gone.publish(topic, "x", "text/plain").status == 401
             actor = console.login("op19", op_secret)
             assert actor is not None
             registry.set_account_disabled("op19", True)
