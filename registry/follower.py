@@ -27,6 +27,7 @@ from registry.kafka_store import Record, StoreError
 
 DEFAULT_TIMEOUT_S = 3.0
 QUIET_S = 10.0  # not strict: after Kafka did not answer, how long to not ask it again
+STRICT_QUIET_S = 2.0  # strict: how long to refuse at once (not after a timeout) meanwhile
 
 
 class RegistryFollower:
@@ -38,7 +39,7 @@ class RegistryFollower:
         self._probe: Consumer | None = None
         self._position: dict[int, int] = {}
         self._lock = threading.Lock()  # a Consumer is not safe to share between threads
-        self._quiet_until = 0.0
+        self._failed_at = -1e9  # when Kafka last did not answer the end's query
 
     def start(self, position: dict[int, int]) -> None:
         """Follow the topic from ``position`` (partition -> next offset, as a full read left
@@ -82,15 +83,21 @@ class RegistryFollower:
             consumer = self._consumer
             if consumer is None:
                 raise StoreError("registry follower not started")
-            if not strict and time.monotonic() < self._quiet_until:
+            since = time.monotonic() - self._failed_at
+            if not strict and since < QUIET_S:
                 return self._queued(consumer)
+            if strict and since < STRICT_QUIET_S:  # many requests, one timeout: refuse at once
+                raise StoreError(
+                    f"Kafka at {self.bootstrap} did not say where {self.topic} ends "
+                    f"{since:.1f} s ago; asked again after {STRICT_QUIET_S:.0f} s"
+                )
             deadline = time.monotonic() + self.timeout
             try:
                 ends = {p: self._end(p) for p in self._position}
             except StoreError:
+                self._failed_at = time.monotonic()
                 if strict:
                     raise
-                self._quiet_until = time.monotonic() + QUIET_S
                 return self._queued(consumer)
             records: list[Record] = []
             while any(self._position[p] < end for p, end in ends.items()):
