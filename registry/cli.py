@@ -277,6 +277,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (RegistryError, OSError, ValueError) as exc:
             print(f"iot-devices: {exc}", file=sys.stderr)
             return 1
+    if args.area == "cert":  # before Kafka: a wrong --ca-dir must write nothing anywhere
+        try:
+            cli_certs.require_ca(cfg)
+        except RegistryError as exc:
+            print(f"iot-devices: {exc}", file=sys.stderr)
+            return 1
     store = KafkaStore(cfg.kafka_bootstrap, cfg.topic, cfg.audit_topic)
     action = getattr(args, "action", None)
     writes = (args.area, action) in WRITES or args.area == "mosquitto"

@@ -1,9 +1,14 @@
 """``iot-devices ca ...`` and ``iot-devices cert ...``: the appliance CA and device certificates.
 
-``cert DEVICE`` (short for ``cert issue DEVICE``) creates the CA on first use, issues a key and
-certificate (subject CN = the device's MQTT user name, O = its tenant), records the
-certificate's fingerprint in the registry (adding the device, certificate only, if it is new)
-and shows or writes the key once. ``ca`` and ``cert list/revoke`` need no Kafka.
+``cert DEVICE`` (short for ``cert issue DEVICE``) issues a key and certificate from the existing
+CA (subject CN = the device's MQTT user name, O = its tenant), records the certificate's
+fingerprint in the registry (adding the device, certificate only, if it is new) and shows or
+writes the key once. ``ca`` and ``cert list/revoke`` need no Kafka.
+
+Only ``ca init`` creates a CA (``iot-stack up`` runs the same code for its own). Every other
+``ca``/``cert`` command pointed at a folder without one stops before writing anything, says
+so, and names a CA it finds where the stack keeps one (issue 37: a CA made silently in the
+wrong folder issues certificates no listener trusts).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from registry import ids
-from registry.ca_store import CA_DAYS, DEFAULT_NAMES, DEVICE_DAYS, CaStore
+from registry.ca_store import CA_DAYS, DEFAULT_NAMES, DEVICE_DAYS, CaError, CaStore
 from registry.config import RegistryConfig
 from registry.service import Registry
 
 CERT_ACTIONS = ("issue", "revoke", "list")
+CHECKOUT_CA = Path(__file__).resolve().parents[1] / "var" / "ca"  # `make run`'s
 HUP_NOTE = (
     "Mosquitto reads the CRL at start and on SIGHUP: run `kill -HUP <mosquitto pid>` so new "
     "connections with a revoked certificate are refused"
@@ -94,9 +100,55 @@ def _print(data: Any, as_json: bool) -> None:
         print(" ".join(f"{k}={v}" for k, v in data.items()))
 
 
+def stack_ca_dirs(cfg: RegistryConfig) -> list[Path]:
+    """Folders holding a CA where a stack keeps one, other than ``cfg.ca_dir``: the services'
+    ``IOT_TLS_CA_DIR``, ``ca/`` beside the admin secret's folder (``iot-stack``'s data dir
+    holds ``secrets/`` and ``ca/``), and the checkout's ``var/ca``."""
+    candidates = [Path(p) for p in (os.environ.get("IOT_TLS_CA_DIR"),) if p]
+    if cfg.admin_password_file is not None:
+        candidates.append(cfg.admin_password_file.resolve().parent.parent / "ca")
+    candidates.append(CHECKOUT_CA)
+    mine = cfg.ca_dir.resolve()
+    found: list[Path] = []
+    for candidate in candidates:
+        path = candidate.resolve()
+        if path != mine and path not in found and CaStore(path).exists():
+            found.append(path)
+    return found
+
+
+def missing_ca(cfg: RegistryConfig) -> str:
+    """What to say when ``cfg.ca_dir`` holds no CA."""
+    where = cfg.ca_dir.resolve()
+    found = stack_ca_dirs(cfg)
+    if found:
+        hint = (
+            f"a CA exists in {found[0]}: pass --ca-dir {found[0]} "
+            "(env IOT_REGISTRY_CA_DIR) to use the stack's"
+        )
+    else:
+        hint = (
+            "no CA found where a stack keeps one either (IOT_TLS_CA_DIR, <data dir>/ca beside "
+            "the admin secret's folder, the checkout's var/ca): pass the stack's --ca-dir"
+        )
+    return (
+        f"no CA in {where} (no ca.key and ca.crt), nothing written; {hint}, or create a new "
+        f"CA there with `iot-devices --ca-dir {where} ca init` (Mosquitto trusts only the CA "
+        "its TLS listener was started with)"
+    )
+
+
+def require_ca(cfg: RegistryConfig) -> None:
+    """Refuse, before anything is written or Kafka is asked, a CA folder without a CA."""
+    if not CaStore(cfg.ca_dir).exists():
+        raise CaError(missing_ca(cfg))
+
+
 def run_offline(args: argparse.Namespace, cfg: RegistryConfig) -> int:
     """``ca ...``, ``cert list`` and ``cert revoke``: the CA directory only."""
     store = CaStore(cfg.ca_dir)
+    if not (args.area == "ca" and args.action == "init"):
+        require_ca(cfg)
     if args.area == "ca" and args.action == "init":
         own = None
         if args.ca_cert or args.ca_key:
@@ -106,6 +158,10 @@ def run_offline(args: argparse.Namespace, cfg: RegistryConfig) -> int:
             own = (args.ca_cert, args.ca_key)
         made = store.init([*DEFAULT_NAMES, *args.server_name], own, args.days, args.key_owner)
         print(f"{'created' if made else 'kept the existing'} CA in {cfg.ca_dir}")
+        others = stack_ca_dirs(cfg)
+        if made and others:
+            print(f"note: another CA exists in {others[0]}; a listener started with that one "
+                  "does not trust certificates of this one", file=sys.stderr)  # fmt: skip
         return 0
     if args.area == "ca":
         return _ca(store, args)
@@ -153,8 +209,8 @@ def _ca(store: CaStore, args: argparse.Namespace) -> int:
 
 def issue(reg: Registry, args: argparse.Namespace, cfg: RegistryConfig) -> dict[str, Any]:
     """Issue the device's certificate and record its fingerprint in the registry."""
+    require_ca(cfg)  # never a CA made on the fly (main checks before Kafka too)
     store = CaStore(cfg.ca_dir)
-    store.init()  # the CA is created on first use
     reg.tenant(args.tenant)  # refuse an unknown tenant before issuing anything
     made = store.issue(args.tenant, args.id, args.days)
     reg.record_certificate(args.tenant, args.id, made.record.fingerprint)

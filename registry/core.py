@@ -13,6 +13,7 @@ from registry import dynsec_plan as plan
 from registry.audit import AuditRecord
 from registry.dynsec import DynsecClient, DynsecError
 from registry.errors import ForbiddenError, MosquittoOutOfStepError, NotFoundError
+from registry.follower import RegistryFollower
 from registry.kafka_store import KafkaStore
 from registry.model import Entity, Tenant
 from registry.permissions import READ, WRITE, Actor, allowed
@@ -42,17 +43,38 @@ class RegistryCore:
         self.state = RegistryState()
         self.writer = False
         self._position: dict[int, int] | None = None
+        self._follower: RegistryFollower | None = None
 
     def reload(self) -> None:
         records, self._position = self.store.read_since(None)
         self.state = rebuild(records)
 
-    def refresh(self) -> int:
-        """Apply what other writers committed since the last read; returns the record count."""
-        records, self._position = self.store.read_since(self._position)
+    def follow(self) -> None:
+        """Keep a consumer open from here on: :meth:`refresh` then reads up to the topic's end
+        as Kafka reports it at the call (a read barrier, registry.follower), cheaply."""
+        if self._follower is None:
+            follower = RegistryFollower(self.store.bootstrap, self.store.topic)
+            follower.start(self._position or {})
+            self._follower = follower
+
+    def refresh(self, strict: bool = True) -> int:
+        """Apply what other writers committed since the last read; returns the record count.
+        After :meth:`follow`, every change committed before the call is applied when it
+        returns, or a StoreError says Kafka did not tell (``strict=False``: what the follower
+        has fetched is applied instead, registry.follower)."""
+        if self._follower is not None:
+            records = self._follower.catch_up(strict)
+            self._position = self._follower.position
+        else:
+            records, self._position = self.store.read_since(self._position)
         for key, value in records:
             self.state.apply(key, value)
         return len(records)
+
+    def stop_following(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
 
     def _now(self) -> int:
         return int(self._clock() * 1000)

@@ -141,6 +141,7 @@ def add_device(device: Device, secret: str | None, tenant_disabled: bool = False
     if device.disabled or tenant_disabled:
         cmds.append(_enabled(username, False))
         cmds += _cert_access(device, False)
+        return cmds  # its site gains no rules for it while it is disabled
     return cmds + site_access(device, device.site, grant=True)
 
 
@@ -189,8 +190,13 @@ def update_device(
     new_cert = new.credentials.cert_fingerprint and not old.credentials.cert_fingerprint
     if was_on != is_on or (new_cert and not is_on):
         cmds += _cert_access(new, is_on)
+    # a device behind an edge site: the site acts for it only while it is enabled (the site
+    # broker keeps its own password file, so the centre's rules are what refuse it at once)
     if old.site != new.site:
-        cmds += site_access(old, old.site, grant=False) + site_access(new, new.site, grant=True)
+        cmds += site_access(old, old.site, grant=False)
+        cmds += site_access(new, new.site, grant=is_on) if is_on else []
+    elif was_on != is_on:
+        cmds += site_access(new, new.site, grant=is_on)
     return cmds
 
 
@@ -211,6 +217,7 @@ def set_devices_enabled(devices: Iterable[Device], tenant_enabled: bool) -> list
         on = tenant_enabled and not d.disabled
         cmds.append(_enabled(topics.device_username(d.tenant, d.id), on))
         cmds += _cert_access(d, on)
+        cmds += site_access(d, d.site, grant=on)
     return cmds
 
 

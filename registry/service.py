@@ -307,7 +307,11 @@ class Registry(AccessKeys):
             updated_at=now,
         )
         detail = {"roles": [str(r) for r in account.roles], "tenant": tenant}
-        linked = [d for d in self.state.devices.values() if d.site == account.name]
+        linked = [
+            d
+            for d in self.state.devices.values()
+            if d.site == account.name and not d.disabled and not self._tenant_disabled(d.tenant)
+        ]
         cmds = plan.add_account(account, secret, self._tenant_disabled(tenant), linked)
         self._commit(f"account.{action}", put=[account], commands=cmds, detail=detail)
         return Issued(account, secret)

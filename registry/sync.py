@@ -15,8 +15,14 @@ from registry import acl, topics
 from registry import dynsec_plan as plan
 from registry.dynsec_plan import Command
 from registry.errors import RegistryError
-from registry.model import MQTT_ROLES
+from registry.model import MQTT_ROLES, Device
 from registry.service import Registry
+from registry.state import RegistryState
+
+
+def _on(state: RegistryState, device: Device) -> bool:
+    owner = state.tenants.get(device.tenant)
+    return not device.disabled and owner is not None and not owner.disabled
 
 
 def sync_mosquitto(registry: Registry) -> dict[str, Any]:
@@ -45,8 +51,7 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
             name = acl.dynsec_group_name(device.tenant, group)
             body = {"command": "addGroupClient", "groupname": name, "username": username}
             cmds.append(Command(body, plan.EXISTS))
-        cmds += plan.set_devices_enabled([device], not tenant_disabled)
-        cmds += plan.site_access(device, device.site, grant=True)
+        cmds += plan.set_devices_enabled([device], not tenant_disabled)  # its site's rules too
         wanted[username] = cmds
     for account in state.accounts.values():
         if not any(r in MQTT_ROLES for r in account.roles):
@@ -54,7 +59,7 @@ def sync_mosquitto(registry: Registry) -> dict[str, Any]:
         username = topics.account_username(account.name)
         owner = state.tenants.get(account.tenant or "")
         tenant_on = account.tenant is None or (owner is not None and not owner.disabled)
-        linked = [d for d in state.devices.values() if d.site == account.name]
+        linked = [d for d in state.devices.values() if d.site == account.name and _on(state, d)]
         if username not in existing:
             missing.append(username)
             wanted[username] = plan.add_account(account, None, not tenant_on, linked)

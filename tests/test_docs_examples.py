@@ -101,6 +101,15 @@ RUN = {
             "mosquitto_pub -p 8883 --cafile var/certs/ca.crt --cert var/certs/pump-3.crt "
             "--key var/certs/pump-3.key -q 1 -t devices/pump-3/telemetry "
             '-m \'{"ts": 1700000000000, "seq": 0, "metrics": {"temp": 21.5}}\'',
+            # README's and console.md's: provision, then use at once (issue 37: no wait)
+            "iot-devices --admin-password-file var/secrets/registry-admin.secret account create "
+            "pub1 --role api",
+            "curl -s -u 'pub1:<secret>' -X POST -H 'Content-Type: application/json' "
+            "-d '[{\"t\": 21.5}]' localhost:3904/events/demo",
+            "iot-api --registry-auth --console --console-admin-password-file "
+            "var/secrets/registry-admin.secret",
+            "iot-devices --admin-password-file var/secrets/registry-admin.secret account create "
+            "alice --role operator",
         ),
         "test_own_device_example_runs",
     ),
@@ -238,24 +247,6 @@ NOT_RUN = {
     "iot-api --kafka-bootstrap localhost:9092 --registry-auth": "needs registry service "
     "accounts; tests/api/plumbing/test_auth.py runs the service with --registry-auth on a "
     "registry of its own",
-    "iot-api --registry-auth --console --console-admin-password-file "
-    "var/secrets/registry-admin.secret": "needs the running stack's registry and secrets; "
-    "tests/api/console/conftest.py starts the same service line on free ports",
-    **dict.fromkeys(
-        (
-            "iot-devices --admin-password-file var/secrets/registry-admin.secret account create "
-            "pub1 --role api",
-            "curl -s -u 'pub1:<secret>' -X POST -H 'Content-Type: application/json' "
-            "-d '[{\"t\": 21.5}]' localhost:3904/events/demo",
-        ),
-        "README's publish through the stack's iot-api needs `make run`'s registry on the default "
-        "ports; tests/stack/test_stack_api_integration.py does the same on free ports: "
-        "`account create pub1 --role api` against the stack's registry, then a Basic-auth "
-        "POST /events/{topic} that must land in Kafka",
-    ),
-    "iot-devices --admin-password-file var/secrets/registry-admin.secret account create alice "
-    "--role operator": "needs the running stack's registry; tests/api/console/conftest.py "
-    "creates its operator accounts with this command",
     **dict.fromkeys(
         (
             "curl -s -u 'root:$ROOT_SECRET' -H 'Content-Type: application/json' "
@@ -635,6 +626,7 @@ def test_own_device_example_runs(
     )
     _clean_iot_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
+    api: subprocess.Popen[bytes] | None = None
     local.up()
     try:
         monkeypatch.setenv("IOT_KAFKA_BOOTSTRAP", local.kafka_bootstrap)
@@ -645,7 +637,37 @@ def test_own_device_example_runs(
         assert reader.subscribe("devices/+/telemetry").value == 1
         secrets: dict[str, str] = {}
         tls_sent = 0
+        # README's `curl` and console.md's log-in go to the iot-api console.md starts (its
+        # service line, on a free port): started before the examples, since README's curl
+        # comes first in document order
+        [service] = [e for e in _run_by("test_own_device_example_runs") if e.program == "iot-api"]
+        api_port = _free_port()
+        api_log = (tmp_path / "iot-api.log").open("w")
+        api_env = {**os.environ, "IOT_KAFKA_BOOTSTRAP": local.kafka_bootstrap,
+                   "IOT_MQTT_PORT": str(local.mqtt_port), "IOT_MQTT_HOST": local.mqtt_host,
+                   "IOT_CONSOLE_MQTT_HOST": local.mqtt_host,
+                   "IOT_CONSOLE_MQTT_PORT": str(local.mqtt_port)}  # fmt: skip
+        api = subprocess.Popen(
+            [str(Path(sys.executable).parent / service.program), *service.argv[1:],
+             "--api-port", str(api_port)],
+            stdout=api_log, stderr=subprocess.STDOUT, env=api_env, cwd=tmp_path,
+        )  # fmt: skip
+        answers: list[str] = []
+        wait_for(lambda: _answers(f"http://127.0.0.1:{api_port}/healthz"), 60, "iot-api")
         for example in _run_by("test_own_device_example_runs"):
+            if example.program == "iot-api":
+                continue  # started above
+            if example.program == "curl":  # right after `account create`: no wait (issue 37)
+                argv = [
+                    a.replace("<secret>", secrets["pub1"]).replace(
+                        "localhost:3904", f"127.0.0.1:{api_port}"
+                    )
+                    for a in example.argv
+                ]
+                done = subprocess.run([*argv, "-w", "\n%{http_code}"], capture_output=True,
+                                      text=True, check=True, timeout=30)  # fmt: skip
+                answers.append(done.stdout)
+                continue
             if example.program == "export":
                 name, value = example.argv[1].split("=", 1)
                 monkeypatch.setenv(name, value)
@@ -669,18 +691,34 @@ def test_own_device_example_runs(
                 code = main(list(example.argv[1:]))
                 out, err = capsys.readouterr()
                 assert code == 0, f"{example}: exit {code}\n{out}\n{err}"
-                if "add" in example.argv:
+                if "add" in example.argv or "create" in example.argv:
                     [secret] = [
                         ln.split()[1] for ln in out.splitlines() if ln.startswith("secret:")
                     ]
-                    secrets[example.argv[-1]] = secret
-        assert sorted(secrets) == ["d1", "pump-7"]
+                    at = example.argv.index("create") + 1 if "create" in example.argv else -1
+                    secrets[example.argv[at]] = secret
+                if "alice" in example.argv:  # console.md: log in with it, at once
+                    login = urllib.request.Request(
+                        f"http://127.0.0.1:{api_port}/console/api/login",
+                        json.dumps({"name": "alice", "secret": secret}).encode(),
+                        {"Content-Type": "application/json"},
+                    )
+                    with urllib.request.urlopen(login, timeout=30) as response:
+                        answers.append(f"login {response.status}")
+        assert sorted(secrets) == ["alice", "d1", "pub1", "pump-7"]
+        assert len(answers) == 2, answers
+        assert answers[0].endswith("\n200"), answers[0]  # the publish as pub1, never a 401
+        assert json.loads(answers[0].rsplit("\n", 1)[0])["count"] == 1
+        assert answers[1] == "login 200"
         assert tls_sent == 1
         assert connack_of(local.mqtt_port, "pump-7", secrets["pump-7"]).value == 0x87
         assert connack_of(local.mqtt_port, "d1", secrets["d1"]).value == 0
         assert connack_of(local.mqtt_port, None, None).value == 0x87
         reader.close()
     finally:
+        if api is not None:
+            api.terminate()
+            api.wait(30)
         local.down()
 
 

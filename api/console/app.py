@@ -61,7 +61,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         if (api and path != "/console/api/login") or report:
             session = console.sessions.get(request.cookies.get(COOKIE))
-            if session is not None and not console.operators.still_valid(session.actor):
+            if session is not None and not await asyncio.to_thread(
+                console.operators.still_valid, session.actor
+            ):  # the registry read to its end first: a disabled operator is out at once
                 console.sessions.end(request.cookies.get(COOKIE))
                 session = None
             if session is None:

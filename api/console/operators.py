@@ -1,8 +1,11 @@
 """Operators and the registry for the console: logging in with a registry account, and device
 and tenant changes made as the logged-in operator (the registry checks their rights again).
 
-Reads share one registry copy, refreshed every few seconds. A change opens the registry as
-its single writer for that one change and lets go after: the registry has one writer at a
+Reads share one registry copy, followed by a consumer kept open; every log-in, session check
+and read first reads up to the registry topic's end as Kafka reports it then (the read barrier,
+registry.follower), so an account created, disabled or re-keyed by a command that returned is
+acted on by the next request (docs/security.md "Read your writes"). A change opens the registry
+as its single writer for that one change and lets go after: the registry has one writer at a
 time (Kafka fences the previous one), and the `iot-devices` CLI must keep working beside us.
 """
 
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -24,7 +26,6 @@ from registry.service import Registry
 from registry.topics import ADMIN_USERNAME
 
 T = TypeVar("T")
-_REFRESH_S = 3.0
 
 
 class Operators:
@@ -43,25 +44,28 @@ class Operators:
         self.password_file = Path(admin_password_file) if admin_password_file else None
         self._store: KafkaStore | None = None
         self.registry: Registry | None = None
-        self._refreshed = 0.0
         self._lock = threading.Lock()  # the shared copy is read and refreshed from threads
         self._write_lock = threading.Lock()
 
     def start(self) -> None:
         self._store = KafkaStore(self.bootstrap, self.topic)
         self.registry = Registry.open(self._store, Actor("svc/iot-console", (Role.VIEWER,)))
-        self._refreshed = time.monotonic()
+        self.registry.follow()
 
     def close(self) -> None:
+        if self.registry is not None:
+            self.registry.stop_following()
         if self._store is not None:
             self._store.close()
 
     def refresh(self, force: bool = False) -> None:
+        """Apply every change committed before the call. While Kafka does not answer, what
+        the follower fetched before is used (no change can be committed then, and the
+        console must still show that Kafka is down: registry.follower). ``force`` is kept for
+        callers; every call reads to the end now."""
         assert self.registry is not None, "start() first"
         with self._lock:
-            if force or time.monotonic() - self._refreshed > _REFRESH_S:
-                self.registry.refresh()
-                self._refreshed = time.monotonic()
+            self.registry.refresh(strict=False)
 
     def login(self, name: str, secret: str) -> Actor | None:
         """The operator behind a registry account name and secret; None if refused."""
@@ -72,7 +76,9 @@ class Operators:
         return actor if actor is not None and may_log_in(actor) else None
 
     def still_valid(self, actor: Actor) -> bool:
-        """The account still exists, is enabled and has the same roles."""
+        """The account still exists, is enabled and has the same roles (as of now: the
+        registry is read to its end first)."""
+        self.refresh()
         assert self.registry is not None
         name = actor.name.removeprefix("svc/")
         with self._lock:

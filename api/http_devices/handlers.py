@@ -52,6 +52,8 @@ from bridge.topics import DEFAULT_TENANT, Channel
 log = logging.getLogger(__name__)
 _REMEMBER_S = 60.0
 _REALM = {"WWW-Authenticate": 'Basic realm="iot-api devices"'}
+# the hash the request's secret was checked against
+_VERIFIED_HASH = web.RequestKey("http_device_secret_hash", str)
 # the status of a refused upload, by the bridge's error code (the rest are 400)
 _STATUS = {ErrorCode.OVERSIZED: 413, ErrorCode.QUOTA_EXCEEDED: 429}
 
@@ -160,29 +162,54 @@ class DeviceHandlers:
             return named
         creds = basic_credentials(request.headers.get("Authorization"))
         ref = None if creds is None else parse_device_user(creds[0])
-        if creds is None or ref is None or not await self._verified(ref, creds[1]):
+        verified = None if creds is None or ref is None else await self._verified(ref, creds[1])
+        if ref is None or verified is None:
             return self._no(401, "unauthorized", "device credentials missing or wrong", _REALM)
+        request[_VERIFIED_HASH] = verified
         if named is not None and named != ref:
             return self._no(403, "forbidden", f"{ref.username} may post only for itself")
         return ref
 
-    async def _verified(self, ref: DeviceRef, secret: str) -> bool:
+    async def _verified(self, ref: DeviceRef, secret: str) -> str | None:
+        """The secret hash ``secret`` was checked against, or None if refused."""
         assert self.auth is not None
         registry = await self.auth.refreshed()
-        device = registry.state.devices.get((ref.tenant, ref.device))
-        owner = registry.state.tenants.get(ref.tenant)
-        if device is None or device.disabled or owner is None or owner.disabled:
-            return False
-        stored = device.credentials.secret_hash or ""
+        stored = self._usable_hash(ref)
+        if stored is None:
+            return None
         digest = hashlib.sha256(f"{ref.username}\0{secret}".encode()).digest()
         hit = self._remembered.get(digest)
         now = time.monotonic()
         if hit is not None and now - hit[0] < _REMEMBER_S and hit[1] == stored:
-            return True  # the same secret verified against the same hash a moment ago
+            return stored  # the same secret verified against the same hash a moment ago
         ok = await asyncio.to_thread(registry.verify_device, ref.tenant, ref.device, secret)
-        if ok:
-            self._remembered[digest] = (now, stored)
-        return ok
+        if not ok:
+            return None
+        self._remembered[digest] = (now, stored)
+        return stored
+
+    def _usable_hash(self, ref: DeviceRef) -> str | None:
+        """The device's secret hash if it exists and it and its tenant are enabled."""
+        assert self.auth is not None
+        state = self.auth.registry.state
+        device = state.devices.get((ref.tenant, ref.device))
+        owner = state.tenants.get(ref.tenant)
+        if device is None or device.disabled or owner is None or owner.disabled:
+            return None
+        return device.credentials.secret_hash or ""
+
+    async def _still_allowed(self, request: web.Request, ref: DeviceRef) -> web.Response | None:
+        """Checked again right before a request acts (its record produced, a command handed
+        over): a device disabled, deleted or re-keyed while its request was in flight (a slow
+        upload, a wait for a command) is refused from the moment that command returned
+        (the read barrier: docs/security.md "Read your writes")."""
+        if self.auth is None:
+            return None
+        await self.auth.synced()
+        stored = self._usable_hash(ref)
+        if stored is None or stored != request.get(_VERIFIED_HASH):
+            return self._no(401, "unauthorized", "device disabled, deleted or re-keyed", _REALM)
+        return None
 
     def _no(
         self, status: int, code: str, detail: str, headers: dict[str, str] | None = None
@@ -258,6 +285,9 @@ class DeviceHandlers:
         empty = not body and (
             ttd > 0 or request.headers.get("Content-Type", "").startswith(EMPTY_NOTIFICATION)
         )
+        refused = await self._still_allowed(request, ref)
+        if refused is not None:
+            return refused
         if not empty:  # an empty notification only asks for commands (Hono)
             refused = await self._produce(ref, channel, body)
             if refused is not None:
@@ -318,6 +348,11 @@ class DeviceHandlers:
             if held is None:
                 self.stats.commands.labels("none").inc()
                 return web.Response(status=202)
+            refused = await self._still_allowed(request, ref)
+            if refused is not None:  # the command stays in its session, not handed over
+                link.give_back(held)
+                self.stats.commands.labels("kept").inc()
+                return refused
             return await self._hand_over(request, link, held)
         finally:
             self.long_polls.leave()
@@ -360,6 +395,9 @@ class DeviceHandlers:
             payload = reply_payload(body, request.headers.get("hono-cmd-status"))
         except ReplyError as exc:
             return self._no(400, "bad_status", str(exc))
+        refused = await self._still_allowed(request, ref)
+        if refused is not None:
+            return refused
         try:
             link = await self.links.get(ref, self._groups(ref))
             reason = await link.publish(reply_topic(ref, command_id), payload)

@@ -6,10 +6,16 @@ bearer or Basic), and the registry writes of ``/apiKeys`` and topic metadata.
   ``admin``).
 - Api keys (``/apiKeys``): Cambria HMAC within the clock window, ``Bearer <key>:<secret>``, or
   Basic with the key as user name; the key and its tenant must be enabled.
-The registry is read from its compacted topic and refreshed every few seconds; scrypt checks run
-in a thread and a success is remembered (by a hash of the credentials, never the secret) until
-the registry changes or a minute passes. Writes open the registry as its single writer for one
-change, acting as the caller (so the registry checks its rights and audits it by name).
+The registry is read from its compacted topic at start and followed by a consumer kept open;
+before every decision the service reads up to the topic's end as Kafka reports it then (a read
+barrier, registry.follower), so a change whose command has returned is acted on by the next
+request: a new account gets in, a disabled one is refused (issue 37, docs/security.md "Read
+your writes"). Concurrent requests share one barrier that started after they arrived. If Kafka
+does not answer the barrier, the request is refused with 503 rather than decided on a stale
+copy. scrypt checks run in a thread and a success is remembered (by a hash of the credentials,
+never the secret) until the registry changes or a minute passes. Writes open the registry as
+its single writer for one change, acting as the caller (so the registry checks its rights and
+audits it by name).
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from api.errors import SERVER_UNAV, SERVER_UNAVAILABLE, ApiError
 from api.plumbing import cambria
 from api.plumbing.access import Principal
+from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import ApiKey, Role, TopicAcl
 from registry.permissions import Actor
@@ -35,7 +43,6 @@ from registry.service import Registry
 log = logging.getLogger(__name__)
 API_ROLES = frozenset({Role.API, Role.OPERATOR, Role.ADMIN})
 _REMEMBER_S = 60.0
-_REFRESH_S = 5.0
 T = TypeVar("T")
 
 
@@ -79,37 +86,46 @@ class RegistryAuthenticator:
         self._topics = (topic, audit_topic, transactional_id)
         self._store = KafkaStore(bootstrap, topic, audit_topic, transactional_id)
         self._registry: Registry | None = None
-        self._refreshed = 0.0
         self._remembered: dict[bytes, tuple[float, Principal]] = {}
-        self._lock = asyncio.Lock()
+        self._barrier = ReadBarrier(self._catch_up)
         self._write_lock = asyncio.Lock()
         self.master = master
         self._window_s = window_s
         self._clock = clock
 
     async def start(self) -> None:
-        self._registry = await asyncio.to_thread(
-            Registry.open, self._store, Actor("svc/iot-api", (Role.API,))
-        )
-        self._refreshed = time.monotonic()
+        def open_and_follow() -> Registry:
+            registry = Registry.open(self._store, Actor("svc/iot-api", (Role.API,)))
+            registry.follow()
+            return registry
+
+        self._registry = await asyncio.to_thread(open_and_follow)
 
     @property
     def registry(self) -> Registry:
         assert self._registry is not None, "start() first"
         return self._registry
 
-    async def _refresh(self, force: bool = False) -> None:
-        async with self._lock:
-            if force or time.monotonic() - self._refreshed > _REFRESH_S:
-                changed = await asyncio.to_thread(self.registry.refresh)
-                self._refreshed = time.monotonic()
-                if changed:  # a disabled account or a rotated secret counts from now on
-                    self._remembered.clear()
+    async def _catch_up(self) -> None:
+        try:
+            changed = await asyncio.to_thread(self.registry.refresh)
+        except RegistryError as exc:
+            log.warning("registry not readable, refusing to decide on a stale copy: %s", exc)
+            raise ApiError(
+                503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} The registry (Kafka) does not answer."
+            ) from exc
+        if changed:  # a disabled account or a rotated secret counts from now on
+            self._remembered.clear()
+
+    async def synced(self) -> None:
+        """Return once every registry change committed before the call is applied (the read
+        barrier); ApiError 503 if Kafka does not tell."""
+        await self._barrier.wait()
 
     async def refreshed(self) -> Registry:
-        """The registry, re-read first when its last read is older than the refresh period
-        (HTTP devices check their own credentials against it, api.http_devices.handlers)."""
-        await self._refresh()
+        """The registry with every change committed before the call applied (HTTP devices
+        check their own credentials against it, api.http_devices.handlers)."""
+        await self.synced()
         return self.registry
 
     # --- who is asking ---------------------------------------------------------------------
@@ -125,7 +141,7 @@ class RegistryAuthenticator:
         creds = cambria.presented(headers)
         if creds is None or self._registry is None:
             return None
-        await self._refresh()
+        await self.synced()
         if isinstance(creds, cambria.Signed):
             return self._signed(creds)
         user = creds.key if isinstance(creds, cambria.Bearer) else creds.user
@@ -192,7 +208,7 @@ class RegistryAuthenticator:
 
         async with self._write_lock:
             result = await asyncio.to_thread(run)
-        await self._refresh(force=True)
+        await self.synced()
         return result
 
     def issue_secret(self, key: str, salt: str) -> str:
@@ -203,7 +219,43 @@ class RegistryAuthenticator:
         return cambria.derive_secret(self.master, key, salt)
 
     def close(self) -> None:
+        if self._registry is not None:
+            self._registry.stop_following()
         self._store.close()
+
+
+class ReadBarrier:
+    """Runs ``catch_up`` for waiters, one run at a time, each waiter answered by a run that
+    began after it arrived (so it covers every change committed before the waiter asked);
+    waiters that arrive while a run is under way share the next one."""
+
+    def __init__(self, catch_up: Callable[[], Awaitable[None]]) -> None:
+        self._catch_up = catch_up
+        self._next: asyncio.Future[None] | None = None
+        self._running = False
+        self._task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
+
+    async def wait(self) -> None:
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            if not self._running:
+                self._running = True
+                self._task = asyncio.get_running_loop().create_task(self._drive())
+        await asyncio.shield(self._next)
+
+    async def _drive(self) -> None:
+        try:
+            while self._next is not None:
+                done, self._next = self._next, None
+                try:
+                    await self._catch_up()
+                except Exception as exc:  # noqa: BLE001 - handed to every waiter of this run
+                    done.set_exception(exc)
+                    done.exception()  # retrieved: a waiter that left must not log it as lost
+                else:
+                    done.set_result(None)
+        finally:
+            self._running = False
 
 
 def describe(key: ApiKey, **extra: Any) -> dict[str, Any]:

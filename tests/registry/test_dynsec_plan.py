@@ -136,3 +136,29 @@ def test_a_site_gains_and_loses_one_device_s_rules() -> None:
         == {("site:s2", t) for _, t in added} | own
     )
     assert "deleteRole" in _names(plan.delete_account(edge))
+
+
+def test_a_site_acts_for_a_device_only_while_it_is_enabled() -> None:
+    """Issue 37: a disabled device behind an edge site is refused at the centre at once (the
+    site's own broker does not know the registry), so its rules leave the site's role."""
+
+    def site_acls(cmds: list[plan.Command], command: str) -> set[str]:
+        return {
+            c.body["topic"]
+            for c in cmds
+            if c.body["command"] == command and c.body.get("rolename") == "site:s1"
+        }
+
+    on = Device("t1", "d1", credentials=CREDS, site="s1")
+    off = Device("t1", "d1", disabled=True, credentials=CREDS, site="s1", version=2)
+    rules = site_acls(plan.add_device(on, "x"), "addRoleACL")
+    assert "tenants/t1/devices/d1/telemetry" in rules
+    assert site_acls(plan.update_device(on, off, None), "removeRoleACL") == rules
+    assert site_acls(plan.update_device(off, on, None), "addRoleACL") == rules
+    assert site_acls(plan.add_device(off, "x"), "addRoleACL") == set()  # added disabled
+    assert site_acls(plan.add_device(on, "x", tenant_disabled=True), "addRoleACL") == set()
+    assert site_acls(plan.set_devices_enabled([on], False), "removeRoleACL") == rules
+    assert site_acls(plan.set_devices_enabled([on], True), "addRoleACL") == rules
+    moved_off = Device("t1", "d1", disabled=True, credentials=CREDS, site="s2", version=3)
+    cmds = plan.update_device(off, moved_off, None)
+    assert not any(c.body.get("rolename") == "site:s2" for c in cmds)  # no rules while off

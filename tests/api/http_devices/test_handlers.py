@@ -5,11 +5,14 @@ the command path (`CommandService`) logged in as `svc/commands`; real HTTP over 
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
+import paho.mqtt.client as paho
 import pytest
 from confluent_kafka import KafkaException, Producer
 
@@ -29,7 +32,7 @@ from tests.registry.conftest import (  # noqa: F401 - fixtures used by `fleet`
     dynsec_broker,
     store_factory,
 )
-from tests.registry.mqtt_probe import wait_for
+from tests.registry.mqtt_probe import Probe, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -309,3 +312,85 @@ def test_a_command_is_delivered_in_a_waiting_request_and_its_reply_closes_it(
     empty = beta.request("POST", "/telemetry", b"", None, {"hono-ttd": "1"})
     assert (empty.status, empty.body) == (202, b"")
     assert setup.metric('iot_api_device_commands_total{outcome="delivered"}') == 2
+
+
+def _slow_upload(port: int, user: str, secret: str, body: bytes) -> Callable[[], Reply]:
+    """A telemetry POST whose headers and first half of the body are sent now; the returned
+    call sends the rest and reads the answer (an upload in flight meanwhile)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = (
+        "POST /telemetry HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: {basic(user, secret)}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    half = len(body) // 2
+    sock.sendall(head.encode() + body[:half])
+
+    def finish() -> Reply:
+        try:
+            sock.sendall(body[half:])
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            return Reply(response.status, dict(response.getheaders()), response.read())
+        finally:
+            sock.close()
+
+    return finish
+
+
+def test_a_disabled_device_is_refused_from_the_moment_the_command_returns(
+    setup: Setup,
+    dynsec_broker: DynsecBroker,  # noqa: F811
+) -> None:
+    """Issue 37: a device with an open MQTT session, an upload in flight and a request waiting
+    for a command; `device disable` returns; from then on all three are refused: the session
+    is gone and what it sends reaches nobody, the upload answers 401 and writes no record, the
+    waiting request gets 401 and not the command sent to it (kept in its session)."""
+    _cfg, commands, _records = setup.commands
+    reg = setup.fleet.registry
+    secret = reg.add_device("default", "gone-1").secret
+    marker_secret = reg.add_device("default", "marker-1").secret
+    assert secret is not None
+    assert marker_secret is not None
+    reader = Probe(dynsec_broker.port, "svc/bridge", setup.fleet.bridge_secret)
+    mqtt_dev = Probe(dynsec_broker.port, "gone-1", secret)
+    marker = Probe(dynsec_broker.port, "marker-1", marker_secret)
+    try:
+        assert reader.subscribe("devices/+/telemetry").value == 1  # granted QoS 1
+        assert mqtt_dev.publish("devices/gone-1/telemetry", reading(0)).value == 0  # allowed
+        dev = setup.device("gone-1", secret)
+        assert dev.request("POST", "/telemetry", reading(1), "application/json").status == 202
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(dev.request, "POST", "/telemetry", b"", None, {"hono-ttd": "20"})
+            _wait_until_waiting(setup, 1)
+            upload = _slow_upload(setup.port, "gone-1", secret, reading(2))
+
+            reg.set_device_disabled("default", "gone-1", True)  # the command returns here
+
+            late = mqtt_dev.client.publish("devices/gone-1/telemetry", reading(3), qos=1)
+            assert upload().status == 401
+            cid = commands.send("gone-1", "reboot")
+            answer = waiting.result(60)
+        assert answer.status == 401, (answer.status, answer.headers)
+        assert "hono-cmd-req-id" not in answer.headers
+        assert dev.request("POST", "/telemetry", reading(4), "application/json").status == 401
+        assert mqtt_dev.wait_gone(10), "the device's MQTT session was not dropped"
+        # not even sent (paho saw the DISCONNECT first), or sent and never acknowledged
+        acked = late.rc == paho.MQTT_ERR_SUCCESS and late.is_published()
+        assert not acked, "Mosquitto acknowledged a publish of a disabled device"
+        # what each door let through, up to a marker sent after everything above
+        assert marker.publish("devices/marker-1/telemetry", reading(9)).value == 0
+        assert wait_for(lambda: "devices/marker-1/telemetry" in [t for t, _ in reader.messages])
+        topic_seen = [t for t, _ in reader.messages]
+        assert topic_seen.count("devices/gone-1/telemetry") == 1, topic_seen  # reading(0) only
+        mark = setup.device("marker-1", marker_secret)
+        assert mark.request("POST", "/telemetry", reading(9), "application/json").status == 202
+        found = consume(
+            setup.bootstrap, [setup.topics["topic_telemetry"]],
+            until=lambda rs: any(r.key == b"marker-1" for r in rs), timeout=60,
+        )  # fmt: skip
+        assert [r.value for r in found if r.key == b"gone-1"] == [reading(1)]
+        assert cid  # sent: the device's session keeps it, no request of a disabled device gets it
+    finally:
+        for probe in (reader, mqtt_dev, marker):
+            probe.close()
+        forget_session("127.0.0.1", dynsec_broker.port, "iot-api/gone-1")
