@@ -13,8 +13,6 @@ the device's registry credentials; commands waited for in the same request (``ho
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import time
 from typing import Any
@@ -25,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from api.config import ApiConfig
 from api.errors import ApiError
+from api.http_devices.credentials import DeviceCredentials
 from api.http_devices.kafka import DeviceProducer, DeviceRecordError
 from api.http_devices.model import (
     EMPTY_NOTIFICATION,
@@ -50,7 +49,6 @@ from bridge.quota import TenantQuotas, parse_rates
 from bridge.topics import DEFAULT_TENANT, Channel
 
 log = logging.getLogger(__name__)
-_REMEMBER_S = 60.0
 _REALM = {"WWW-Authenticate": 'Basic realm="iot-api devices"'}
 # the hash the request's secret was checked against
 _VERIFIED_HASH = web.RequestKey("http_device_secret_hash", str)
@@ -134,7 +132,7 @@ class DeviceHandlers:
         self.quotas = TenantQuotas()
         self._static_rates = parse_rates(cfg.tenant_quotas)
         self._ready: set[str] = {DEFAULT_TENANT}
-        self._remembered: dict[bytes, tuple[float, str]] = {}
+        self.credentials = None if auth is None else DeviceCredentials(auth)
 
     def start(self) -> None:
         self.producer.start()
@@ -162,7 +160,9 @@ class DeviceHandlers:
             return named
         creds = basic_credentials(request.headers.get("Authorization"))
         ref = None if creds is None else parse_device_user(creds[0])
-        verified = None if creds is None or ref is None else await self._verified(ref, creds[1])
+        verified = None
+        if creds is not None and ref is not None and self.credentials is not None:
+            verified = await self.credentials.verified(ref, creds[1])
         if ref is None or verified is None:
             return self._no(401, "unauthorized", "device credentials missing or wrong", _REALM)
         request[_VERIFIED_HASH] = verified
@@ -170,46 +170,14 @@ class DeviceHandlers:
             return self._no(403, "forbidden", f"{ref.username} may post only for itself")
         return ref
 
-    async def _verified(self, ref: DeviceRef, secret: str) -> str | None:
-        """The secret hash ``secret`` was checked against, or None if refused."""
-        assert self.auth is not None
-        registry = await self.auth.refreshed()
-        stored = self._usable_hash(ref)
-        if stored is None:
-            return None
-        digest = hashlib.sha256(f"{ref.username}\0{secret}".encode()).digest()
-        hit = self._remembered.get(digest)
-        now = time.monotonic()
-        if hit is not None and now - hit[0] < _REMEMBER_S and hit[1] == stored:
-            return stored  # the same secret verified against the same hash a moment ago
-        ok = await asyncio.to_thread(registry.verify_device, ref.tenant, ref.device, secret)
-        if not ok:
-            return None
-        self._remembered[digest] = (now, stored)
-        return stored
-
-    def _usable_hash(self, ref: DeviceRef) -> str | None:
-        """The device's secret hash if it exists and it and its tenant are enabled."""
-        assert self.auth is not None
-        state = self.auth.registry.state
-        device = state.devices.get((ref.tenant, ref.device))
-        owner = state.tenants.get(ref.tenant)
-        if device is None or device.disabled or owner is None or owner.disabled:
-            return None
-        return device.credentials.secret_hash or ""
-
     async def _still_allowed(self, request: web.Request, ref: DeviceRef) -> web.Response | None:
-        """Checked again right before a request acts (its record produced, a command handed
-        over): a device disabled, deleted or re-keyed while its request was in flight (a slow
-        upload, a wait for a command) is refused from the moment that command returned
-        (the read barrier: docs/security.md "Read your writes")."""
-        if self.auth is None:
+        """The refusal if the device was disabled, deleted or re-keyed while its request was in
+        flight (checked right before the request acts), else None."""
+        if self.credentials is None or await self.credentials.still_allowed(
+            ref, request.get(_VERIFIED_HASH)
+        ):
             return None
-        await self.auth.synced()
-        stored = self._usable_hash(ref)
-        if stored is None or stored != request.get(_VERIFIED_HASH):
-            return self._no(401, "unauthorized", "device disabled, deleted or re-keyed", _REALM)
-        return None
+        return self._no(401, "unauthorized", "device disabled, deleted or re-keyed", _REALM)
 
     def _no(
         self, status: int, code: str, detail: str, headers: dict[str, str] | None = None
