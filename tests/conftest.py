@@ -43,6 +43,7 @@ from tests.plugins.server_reaper import reaper
 
 pytest_plugins = [
     "tests.plugins.bridge_process",  # the `bridge_factory` fixture
+    "tests.plugins.containers",  # `pytest --containers`: the image and docker-compose (issue 33)
     "tests.plugins.parallel",  # tier markers from fixtures, xdist groups (issue 31)
     "tests.plugins.suite_time",  # a run of whole tiers over its time budget fails
     "pytester",  # tests/plugins/test_suite_time.py runs pytest on planted suites
