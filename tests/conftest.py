@@ -131,13 +131,40 @@ def _docker_engine_answers() -> bool:
 @contextlib.contextmanager
 def _containers(data_dir: Path) -> Iterator[Endpoints]:
     """Kafka in a container; Mosquitto local, logging clients in as `iot-stack up`'s does
-    (testcontainers' Mosquitto module is anonymous)."""
-    from testcontainers.kafka import KafkaContainer
+    (testcontainers' Mosquitto module is anonymous). Kafka is the appliance's own image
+    (`iot-stack serve kafka`, as docker-compose.yml runs it) when the engine has it, which a
+    machine without an image registry needs (`make test-containers` builds it); else
+    testcontainers' Kafka module (KRaft), pulled from its registry."""
+    from tests.plugins.containers import IMAGE, engine_has_image
 
-    with KafkaContainer().with_kraft() as kafka:
-        config = local_stack_config(data_dir).with_changes(
-            external_kafka=kafka.get_bootstrap_server()
-        )
+    if not engine_has_image(IMAGE):
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as kafka:
+            config = local_stack_config(data_dir).with_changes(
+                external_kafka=kafka.get_bootstrap_server()
+            )
+            with _running(Stack(config)) as endpoints:
+                yield endpoints
+        return
+    from testcontainers.core.container import DockerContainer
+
+    from stack.ports import free_port
+    from tests.plugins.containers import wait_for_kafka
+
+    port = free_port("127.0.0.1")  # the same inside and out: Kafka advertises it
+    container = (
+        DockerContainer(IMAGE)
+        .with_command(["iot-stack", "serve", "kafka", "--kafka-port", str(port)])
+        .with_env("IOT_KAFKA_ADVERTISED_HOST", "127.0.0.1")
+        .with_env("IOT_KAFKA_HEAP", "512m")
+        # loopback only: docker-py takes (address, port), testcontainers' hint says str | int
+        .with_bind_ports(port, ("127.0.0.1", port))  # type: ignore[arg-type]
+    )
+    with container:
+        bootstrap = f"127.0.0.1:{port}"
+        wait_for_kafka(bootstrap, container.get_logs)
+        config = local_stack_config(data_dir).with_changes(external_kafka=bootstrap)
         with _running(Stack(config)) as endpoints:
             yield endpoints
 

@@ -65,8 +65,8 @@ def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int
     for name, service in out["services"].items():
         service.pop("build", None)  # the image is built by the `app_image` fixture
         mapped = []
-        for spec in service.get("ports") or []:
-            inner = int(str(spec).split(":")[-1])
+        for spec in service.get("ports") or []:  # "H:C" as written, {target: C} from `config`
+            inner = int(spec["target"] if isinstance(spec, dict) else str(spec).split(":")[-1])
             published[name, inner] = port = _free_port()
             mapped.append(f"127.0.0.1:{port}:{inner}")
         if mapped:
@@ -81,6 +81,7 @@ class Compose:
     project: str
     file: Path
     ports: dict[tuple[str, int], int]
+    variant: str
     down_done: bool = False
     logs: list[str] = field(default_factory=list)
 
@@ -156,6 +157,8 @@ def _healthy(engine: Any, compose: Compose) -> bool:
         if states.get(one_shot, "").startswith("exited") and states[one_shot] != "exited 0":
             raise AssertionError(f"{one_shot} failed: {states}\n{compose.tail_logs()}")
     want = {"mosquitto", "kafka", "bridge", "commands", "api", "analytics", "topic-init"}
+    if compose.variant == "kafka3":
+        want |= {"kafka-2", "kafka-3"}
     if not want <= states.keys():
         return False
     waiting = [s for s, v in states.items() if v not in ("healthy", "exited 0", "running")]
@@ -165,22 +168,43 @@ def _healthy(engine: Any, compose: Compose) -> bool:
     return status == 200
 
 
-@pytest.fixture(scope="module")
+# the single broker, and the 3-node overlay merged over it (`docker-compose config` merges)
+FILES = {
+    "single": ("docker-compose.yml",),
+    "kafka3": ("docker-compose.yml", "docker-compose.kafka3.yml"),
+}
+
+
+def _merged(files: tuple[str, ...]) -> dict[str, Any]:
+    args = [a for f in files for a in ("-f", str(ROOT / f))]
+    done = subprocess.run(
+        [_compose_bin(), *args, "config"], env=engine_env(), capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    merged = yaml.safe_load(done.stdout)
+    assert isinstance(merged, dict)
+    return merged
+
+
+@pytest.fixture(scope="module", params=list(FILES))
 def compose_stack(
-    container_engine: Any, app_image: str, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    container_engine: Any,
+    app_image: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Compose]:
-    source = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    derived, ports = derive(source)
+    variant = str(request.param)
+    derived, ports = derive(_merged(FILES[variant]))
     folder = tmp_path_factory.mktemp("compose")
     file = folder / "docker-compose.yml"
     file.write_text(yaml.safe_dump(derived, sort_keys=False))
-    compose = Compose(f"iottest{uuid.uuid4().hex[:8]}", file, ports)
+    compose = Compose(f"iottest{uuid.uuid4().hex[:8]}", file, ports, variant)
     started = time.monotonic()
     try:
         compose.run("up", "-d", "--no-build", timeout=UP_TIMEOUT_S)
-        record_time("compose up -d", time.monotonic() - started)
+        record_time(f"{variant}: compose up -d", time.monotonic() - started)
         _poll(lambda: _healthy(container_engine, compose), UP_TIMEOUT_S, "a healthy stack", 1.0)
-        record_time("compose up to healthy", time.monotonic() - started)
+        record_time(f"{variant}: compose up to healthy", time.monotonic() - started)
         yield compose
     finally:
         compose.down()
@@ -190,6 +214,14 @@ def test_every_service_comes_up_healthy(compose_stack: Compose) -> None:
     for service, port in (("bridge", 9100), ("commands", 9101), ("api", 3904)):
         status, _, _ = _http(compose_stack.url(service, port, "/readyz"))
         assert status == 200, service
+    if compose_stack.variant == "kafka3":  # three brokers, the telemetry topic on all three
+        probe = (
+            "from confluent_kafka.admin import AdminClient; "
+            "md = AdminClient({'bootstrap.servers': 'kafka:9092'}).list_topics(timeout=30); "
+            "print(sorted(md.brokers), "
+            "sorted(len(p.isrs) for p in md.topics['iot.telemetry'].partitions.values())[0])"
+        )
+        assert compose_stack.exec("api", "python", "-c", probe).strip() == "[1, 2, 3] 3"
 
 
 @pytest.fixture(scope="module")

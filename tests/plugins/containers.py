@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("containers"):  # read when testcontainers is first imported
+        for name, value in engine_env().items():
+            if name.startswith("TESTCONTAINERS_") or name == "DOCKER_HOST":
+                os.environ.setdefault(name, value)
     config.addinivalue_line(
         "markers", "containers: builds the image and runs docker-compose (pytest --containers)"
     )
@@ -99,6 +103,38 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def record_time(what: str, seconds: float) -> None:
     _TIMINGS.add(what, seconds)
+
+
+def engine_has_image(image: str) -> bool:
+    """Whether the engine tests/conftest.py found (`DOCKER_HOST`, else the default socket)
+    holds ``image``."""
+    import docker
+
+    client = docker.from_env(timeout=10)
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+    return True
+
+
+def wait_for_kafka(bootstrap: str, logs: Callable[[], tuple[bytes, bytes]]) -> None:
+    """Until Kafka at ``bootstrap`` answers a metadata request (a cold JVM in a container)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            admin.list_topics(timeout=3)
+            return
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                out, err = logs()
+                tail = (out + err).decode(errors="replace")[-3000:]
+                raise AssertionError(f"Kafka at {bootstrap} did not answer: {exc}\n{tail}") from exc
 
 
 @pytest.fixture(scope="session")
