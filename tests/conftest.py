@@ -158,9 +158,9 @@ def _containers(data_dir: Path) -> Iterator[Endpoints]:
         .with_command(["iot-stack", "serve", "kafka", "--kafka-port", str(port)])
         .with_env("IOT_KAFKA_ADVERTISED_HOST", "127.0.0.1")
         .with_env("IOT_KAFKA_HEAP", "512m")
-        # loopback only: docker-py takes (address, port), testcontainers' hint says str | int
-        .with_bind_ports(port, ("127.0.0.1", port))  # type: ignore[arg-type]
     )
+    # published on loopback only: docker-py takes (address, port), which with_bind_ports refuses
+    container.ports[f"{port}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment]
     with container:
         bootstrap = f"127.0.0.1:{port}"
         wait_for_kafka(bootstrap, container.get_logs)
