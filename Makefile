@@ -37,8 +37,7 @@ containers:
 ## The compose stack run for real: builds the image, `docker-compose up`, device, command, MR,
 ## console, Spark table, `down -v` (tests marked `containers`; CI runs it after `make test`).
 test-containers: setup containers
-	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/iot-containers/docker.sock} \
-	  $(BIN)/pytest --containers -m containers -n 0 -p no:cacheprovider
+	DOCKER_HOST=unix:///run/iot-containers/docker.sock $(BIN)/pytest --containers -m containers -n 0
 
 lint:
 	$(BIN)/ruff format --check .

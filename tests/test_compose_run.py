@@ -253,6 +253,10 @@ def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
 ) -> None:
     mqtt_port = compose_stack.ports["mosquitto", 1883]
     register(mqtt_port, device_login)  # the harness' Device logs in with it
+    group = f"g{uuid.uuid4().hex[:8]}"
+    telemetry = compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000")
+    status, body, _ = _http(telemetry, headers=_basic(*admin))  # the group starts at the end
+    assert status == 200, body
     device = Device(DEVICE, "127.0.0.1", mqtt_port).connect(timeout=30)
     try:
         marker = uuid.uuid4().hex
@@ -266,14 +270,10 @@ def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
         info.wait_for_publish(30)
         assert info.is_published()
         # the bridge put it on Kafka: read it back through iot-api's MR consumer (as admin)
-        group = f"g{uuid.uuid4().hex[:8]}"
         seen: list[str] = []
 
         def arrived() -> bool:
-            status, body, _ = _http(
-                compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000"),
-                headers=_basic(*admin),
-            )
+            status, body, _ = _http(telemetry, headers=_basic(*admin))
             assert status == 200, body
             seen.extend(json.loads(body))
             return any(marker in m for m in seen)
