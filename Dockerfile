@@ -33,6 +33,7 @@ COPY registry/ registry/
 COPY api/ api/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
+COPY edge/ edge/
 COPY mosquitto/ mosquitto/
 RUN mkdir -p mosquitto/plugins/build \
  && gcc -shared -fPIC -O2 -Wall -Wextra -Werror \

@@ -8,7 +8,7 @@ RATE ?= 2
 FLEET_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration bench bench-commands bench-fleet bench-http bench-soak
+.PHONY: setup run stop status test lint unit integration containers test-containers bench bench-commands bench-fleet bench-http bench-soak
 
 setup:
 	@bash .ci/setup
@@ -27,6 +27,17 @@ status:
 ## xdist workers of pyproject's addopts; fails over the time budget (docs/development.md).
 test: setup lint
 	$(BIN)/pytest
+
+## A container engine (Debian's docker.io, on a socket of its own) and the local base images:
+## idempotent, ~5-6 min and ~2.5 GB the first time (root; docs/operations.md, "Running with
+## containers"). Not part of `setup`: `make run` and `make test` need no engine.
+containers:
+	@sh .ci/containers
+
+## The compose stack run for real: builds the image, `docker-compose up`, device, command, MR,
+## console, Spark table, `down -v` (tests marked `containers`; CI runs it after `make test`).
+test-containers: setup containers
+	DOCKER_HOST=unix:///run/iot-containers/docker.sock $(BIN)/pytest --containers -m containers -n 0
 
 lint:
 	$(BIN)/ruff format --check .

@@ -21,7 +21,17 @@ from appconfig import settings as appsettings
 from spark_jobs.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_JARS_DIR = REPO_ROOT / "kafka" / "spark-connector" / "libs"
+_JARS_SUBDIR = Path("kafka") / "spark-connector" / "libs"
+DEFAULT_JARS_DIR = REPO_ROOT / _JARS_SUBDIR
+
+
+def default_jars_dir(env: Mapping[str, str]) -> Path:
+    """Where the connector jars are when ``IOT_SPARK_JARS_DIR`` does not say: under ``IOT_HOME``
+    when it is set (an installed copy, the Docker image: as stack/paths.py reads it), else
+    beside the package (a checkout)."""
+    home = env.get("IOT_HOME")
+    return Path(home) / _JARS_SUBDIR if home else DEFAULT_JARS_DIR
+
 
 _DURATION_RE = re.compile(r"^\d+(\.\d+)?\s+(millisecond|second|minute|hour|day)s?$")
 _METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -87,7 +97,8 @@ class AnalyticsConfig:
     )
     spark_jars_dir: Path = _setting(
         DEFAULT_JARS_DIR,
-        "Folder with Spark's Kafka connector and its runtime jars (passed as spark.jars).",
+        "Folder with Spark's Kafka connector and its runtime jars (passed as spark.jars); "
+        "default $IOT_HOME/kafka/spark-connector/libs when IOT_HOME is set.",
     )
     # --- Kafka ------------------------------------------------------------------------------
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers.")
@@ -195,6 +206,8 @@ class AnalyticsConfig:
                 values[name] = value
         if "spark_jars_dir" in values:
             values["spark_jars_dir"] = Path(values["spark_jars_dir"])
+        else:
+            values["spark_jars_dir"] = default_jars_dir(environ)
         for name in ("warehouse_dir", "checkpoint_dir"):
             if name in values:
                 values[name] = Path(values[name])

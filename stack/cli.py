@@ -174,7 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     prov.add_argument(
         "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
     )
-    topics = sub.add_parser("topics", help="create the design's topics that do not exist yet")
+    topics = sub.add_parser(
+        "topics", parents=[common], help="create the design's topics that do not exist yet"
+    )
     _kafka_bootstrap_flag(topics, "Kafka to create them on")
     topics.add_argument(
         "--partitions", type=int, default=int(os.environ.get("IOT_PARTITIONS", "12")),

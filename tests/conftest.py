@@ -43,6 +43,7 @@ from tests.plugins.server_reaper import reaper
 
 pytest_plugins = [
     "tests.plugins.bridge_process",  # the `bridge_factory` fixture
+    "tests.plugins.containers",  # `pytest --containers`: the image and docker-compose (issue 33)
     "tests.plugins.parallel",  # tier markers from fixtures, xdist groups (issue 31)
     "tests.plugins.port_pool",  # free ports from one locked pool shared by the run's processes
     "tests.plugins.spark_session",  # the `spark` fixture: one local Spark session per process
@@ -132,13 +133,40 @@ def _docker_engine_answers() -> bool:
 @contextlib.contextmanager
 def _containers(data_dir: Path) -> Iterator[Endpoints]:
     """Kafka in a container; Mosquitto local, logging clients in as `iot-stack up`'s does
-    (testcontainers' Mosquitto module is anonymous)."""
-    from testcontainers.kafka import KafkaContainer
+    (testcontainers' Mosquitto module is anonymous). Kafka is the appliance's own image
+    (`iot-stack serve kafka`, as docker-compose.yml runs it) when the engine has it, which a
+    machine without an image registry needs (`make test-containers` builds it); else
+    testcontainers' Kafka module (KRaft), pulled from its registry."""
+    from tests.plugins.containers import IMAGE, engine_has_image
 
-    with KafkaContainer().with_kraft() as kafka:
-        config = local_stack_config(data_dir).with_changes(
-            external_kafka=kafka.get_bootstrap_server()
-        )
+    if not engine_has_image(IMAGE):
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as kafka:
+            config = local_stack_config(data_dir).with_changes(
+                external_kafka=kafka.get_bootstrap_server()
+            )
+            with _running(Stack(config)) as endpoints:
+                yield endpoints
+        return
+    from testcontainers.core.container import DockerContainer
+
+    from stack.ports import free_port
+    from tests.plugins.containers import wait_for_kafka
+
+    port = free_port("127.0.0.1")  # the same inside and out: Kafka advertises it
+    container = (
+        DockerContainer(IMAGE)
+        .with_command(["iot-stack", "serve", "kafka", "--kafka-port", str(port)])
+        .with_env("IOT_KAFKA_ADVERTISED_HOST", "127.0.0.1")
+        .with_env("IOT_KAFKA_HEAP", "512m")
+    )
+    # published on loopback only: docker-py takes (address, port), which with_bind_ports refuses
+    container.ports[f"{port}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment]
+    with container:
+        bootstrap = f"127.0.0.1:{port}"
+        wait_for_kafka(bootstrap, container.get_logs)
+        config = local_stack_config(data_dir).with_changes(external_kafka=bootstrap)
         with _running(Stack(config)) as endpoints:
             yield endpoints
 

@@ -158,6 +158,22 @@ def test_dependencies_name_real_services_and_image_builds_from_the_dockerfile() 
         assert f"COPY {package}/ {package}/" in dockerfile
 
 
+def test_the_image_copies_every_package_it_installs() -> None:
+    """`pip install .` in the image installs only the packages the Dockerfile copied: a package
+    left out crash-loops its service with ModuleNotFoundError (issue 33, bug 2: `edge`)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = {
+        pattern.rstrip("*")
+        for pattern in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench"}
+    assert on_disk == installed, "pyproject's packages and the top-level packages disagree"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\S+)/ \1/$", dockerfile, flags=re.MULTILINE))
+    missing = sorted(installed - copied)
+    assert not missing, f"the Dockerfile does not COPY {missing}"
+
+
 def _mounts(service: dict[str, Any]) -> dict[str, str]:
     """Container path -> volume name (with its :ro, if any)."""
     found = {}

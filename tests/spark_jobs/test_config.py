@@ -162,3 +162,12 @@ def test_cluster_spark_conf_sets_heaps_cores_jars_and_ui_from_env() -> None:
     assert "spark.cores.max" not in bare
     assert "spark.driver.host" not in bare
     assert "spark.jars" not in bare
+
+
+def test_jars_dir_follows_iot_home_as_the_launcher_does() -> None:
+    """An installed copy (the Docker image: IOT_HOME=/opt/iot) finds the connector jars under
+    IOT_HOME, as stack/paths.py finds the broker's (issue 33, bug 3)."""
+    cfg = AnalyticsConfig.load(env={"IOT_HOME": "/opt/iot"})
+    assert cfg.spark_jars_dir == Path("/opt/iot/kafka/spark-connector/libs")
+    explicit = AnalyticsConfig.load(env={"IOT_HOME": "/opt/iot", "IOT_SPARK_JARS_DIR": "/jars"})
+    assert explicit.spark_jars_dir == Path("/jars")

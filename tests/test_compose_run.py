@@ -1,0 +1,364 @@
+"""docker-compose.yml run for real (issue 33): the image built from the Dockerfile, the stack
+brought up by docker-compose on a real engine, used as a device, an MR client and an operator
+would, and taken down again without a trace. tests/test_compose.py checks the same files
+statically; this module is what caught the three bugs those checks could not see.
+
+Runs with `pytest --containers` (`make test-containers`, after `.ci/containers`): see
+tests/plugins/containers.py. The published ports are remapped to free loopback ports in a
+derived copy of the compose file (Debian's compose v1 concatenates `ports` of override files).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.commands.harness import Device, wait_for
+from tests.plugins.containers import ROOT, engine_env, record_time
+from tests.plugins.mqtt_logins import MqttLogin, register
+
+pytestmark = [
+    pytest.mark.containers,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]
+
+UP_TIMEOUT_S = 600.0  # cold JVMs at load 10+: Kafka, then Spark, ~1-2 min on a quiet box
+DEVICE = "dev-00001"  # one of auth-init's 200 devices, with its own secret
+
+
+def _poll(predicate: Callable[[], bool], timeout: float, what: str, every: float) -> None:
+    """`wait_for` for checks that cost a docker exec or an engine query: every ``every`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int], int]]:
+    """``compose`` with every published port on a free loopback port of this host instead:
+    (the copy, {(service, container port): host port})."""
+    out = json.loads(json.dumps(compose))  # a deep copy, the YAML merges already applied
+    published: dict[tuple[str, int], int] = {}
+    for name, service in out["services"].items():
+        service.pop("build", None)  # the image is built by the `app_image` fixture
+        mapped = []
+        for spec in service.get("ports") or []:  # "H:C" as written, {target: C} from `config`
+            inner = int(spec["target"] if isinstance(spec, dict) else str(spec).split(":")[-1])
+            published[name, inner] = port = _free_port()
+            mapped.append(f"127.0.0.1:{port}:{inner}")
+        if mapped:
+            service["ports"] = mapped
+    return out, published
+
+
+@dataclass
+class Compose:
+    """One docker-compose project of the derived file."""
+
+    project: str
+    file: Path
+    ports: dict[tuple[str, int], int]
+    variant: str
+    down_done: bool = False
+    logs: list[str] = field(default_factory=list)
+
+    def run(self, *args: str, timeout: float = 300.0, check: bool = True) -> str:
+        cmd = [_compose_bin(), "-p", self.project, "-f", str(self.file), *args]
+        done = subprocess.run(
+            cmd, env=engine_env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}"
+                f"\n{done.stderr[-3000:]}\n{self.tail_logs()}"
+            )
+        return done.stdout
+
+    def exec(self, service: str, *cmd: str, timeout: float = 120.0) -> str:
+        return self.run("exec", "-T", service, *cmd, timeout=timeout)
+
+    def url(self, service: str, port: int, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service, port]}{path}"
+
+    def tail_logs(self) -> str:
+        done = subprocess.run(
+            [_compose_bin(), "-p", self.project, "-f", str(self.file), "logs", "--tail", "30"],
+            env=engine_env(), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.stdout[-6000:]
+
+    def down(self) -> None:
+        if not self.down_done:
+            self.run("down", "-v", "--remove-orphans", "--timeout", "20")
+            self.down_done = True
+
+
+def _compose_bin() -> str:
+    found = shutil.which("docker-compose")
+    if found is None:
+        pytest.fail("no docker-compose: run `make containers` (.ci/containers)")
+    return found
+
+
+def _http(
+    url: str, *, data: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+    except (urllib.error.URLError, http.client.HTTPException, OSError):
+        return 0, b"", {}  # not listening yet (docker-proxy accepts, then closes)
+
+
+def _basic(user: str, secret: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def _healthy(engine: Any, compose: Compose) -> bool:
+    """Every long-running service healthy (the analytics job, which has no health check in the
+    compose file, ready on /readyz) and both one-shots exited 0."""
+    label = f"com.docker.compose.project={compose.project}"
+    states: dict[str, str] = {}
+    for c in engine.containers.list(all=True, filters={"label": label}):
+        state = c.attrs["State"]
+        service = c.labels["com.docker.compose.service"]
+        if "Health" in state:
+            states[service] = state["Health"]["Status"]
+        elif state["Status"] == "exited":
+            states[service] = f"exited {state['ExitCode']}"
+        else:
+            states[service] = state["Status"]
+    for one_shot in ("topic-init", "auth-init"):
+        if states.get(one_shot, "").startswith("exited") and states[one_shot] != "exited 0":
+            raise AssertionError(f"{one_shot} failed: {states}\n{compose.tail_logs()}")
+    want = {"mosquitto", "kafka", "bridge", "commands", "api", "analytics", "topic-init"}
+    if compose.variant == "kafka3":
+        want |= {"kafka-2", "kafka-3"}
+    if not want <= states.keys():
+        return False
+    waiting = [s for s, v in states.items() if v not in ("healthy", "exited 0", "running")]
+    if waiting:
+        return False
+    status, _, _ = _http(compose.url("analytics", 9102, "/readyz"))
+    return status == 200
+
+
+# the single broker, and the 3-node overlay merged over it (`docker-compose config` merges)
+FILES = {
+    "single": ("docker-compose.yml",),
+    "kafka3": ("docker-compose.yml", "docker-compose.kafka3.yml"),
+}
+
+
+def _merged(files: tuple[str, ...]) -> dict[str, Any]:
+    args = [a for f in files for a in ("-f", str(ROOT / f))]
+    done = subprocess.run(
+        [_compose_bin(), *args, "config"], env=engine_env(), capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    merged = yaml.safe_load(done.stdout)
+    assert isinstance(merged, dict)
+    return merged
+
+
+@pytest.fixture(scope="module", params=list(FILES))
+def compose_stack(
+    request: pytest.FixtureRequest,
+    container_engine: Any,
+    app_image: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Compose]:
+    variant = str(request.param)
+    derived, ports = derive(_merged(FILES[variant]))
+    folder = tmp_path_factory.mktemp("compose")
+    file = folder / "docker-compose.yml"
+    file.write_text(yaml.safe_dump(derived, sort_keys=False))
+    compose = Compose(f"iottest{uuid.uuid4().hex[:8]}", file, ports, variant)
+    started = time.monotonic()
+    try:
+        compose.run("up", "-d", "--no-build", timeout=UP_TIMEOUT_S)
+        record_time(f"{variant}: compose up -d", time.monotonic() - started)
+        _poll(lambda: _healthy(container_engine, compose), UP_TIMEOUT_S, "a healthy stack", 1.0)
+        record_time(f"{variant}: compose up to healthy", time.monotonic() - started)
+        yield compose
+    finally:
+        compose.down()
+
+
+def test_every_service_comes_up_healthy(compose_stack: Compose) -> None:
+    for service, port in (("bridge", 9100), ("commands", 9101), ("api", 3904)):
+        status, _, _ = _http(compose_stack.url(service, port, "/readyz"))
+        assert status == 200, service
+    if compose_stack.variant == "kafka3":  # three brokers, the telemetry topic on all three
+        probe = (
+            "from confluent_kafka.admin import AdminClient; "
+            "md = AdminClient({'bootstrap.servers': 'kafka:9092'}).list_topics(timeout=30); "
+            "print(sorted(md.brokers), "
+            "sorted(len(p.isrs) for p in md.topics['iot.telemetry'].partitions.values())[0])"
+        )
+        assert compose_stack.exec("api", "python", "-c", probe).strip() == "[1, 2, 3] 3"
+
+
+@pytest.fixture(scope="module")
+def device_login(compose_stack: Compose) -> MqttLogin:
+    """auth-init's secret for ``DEVICE`` (the `secrets` volume, as `iot-sim run` reads it)."""
+    secrets = json.loads(compose_stack.exec("bridge", "cat", "/secrets/devices.json"))
+    return MqttLogin(DEVICE, secrets[DEVICE])
+
+
+@pytest.fixture(scope="module")
+def admin(compose_stack: Compose) -> tuple[str, str]:
+    """An `admin` account made as an operator makes one (`iot-devices account create`, with
+    the registry admin's secret from the `secrets` volume): (name, secret) for MR's Basic auth
+    and the console."""
+    name = f"ops{uuid.uuid4().hex[:6]}"
+    out = compose_stack.exec(
+        "api", "iot-devices", "--admin-password-file", "/secrets/registry-admin.secret",
+        "account", "create", name, "--role", "admin",
+    )  # fmt: skip
+    secret = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("secret:"))
+    return name, secret.strip()
+
+
+def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
+    compose_stack: Compose, device_login: MqttLogin, admin: tuple[str, str]
+) -> None:
+    mqtt_port = compose_stack.ports["mosquitto", 1883]
+    register(mqtt_port, device_login)  # the harness' Device logs in with it
+    group = f"g{uuid.uuid4().hex[:8]}"
+    telemetry = compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000")
+    status, body, _ = _http(telemetry, headers=_basic(*admin))  # the group starts at the end
+    assert status == 200, body
+    device = Device(DEVICE, "127.0.0.1", mqtt_port).connect(timeout=30)
+    try:
+        marker = uuid.uuid4().hex
+        assert device._client is not None
+        info = device._client.publish(
+            f"devices/{DEVICE}/telemetry",
+            json.dumps({"ts": int(time.time() * 1000), "seq": 1, "metrics": {"t": 21.5},
+                        "marker": marker}),
+            qos=1,
+        )  # fmt: skip
+        info.wait_for_publish(30)
+        assert info.is_published()
+        # the bridge put it on Kafka: read it back through iot-api's MR consumer (as admin)
+        seen: list[str] = []
+
+        def arrived() -> bool:
+            status, body, _ = _http(telemetry, headers=_basic(*admin))
+            assert status == 200, body
+            seen.extend(json.loads(body))
+            return any(marker in m for m in seen)
+
+        wait_for(arrived, 120, "the device's telemetry on iot.telemetry")
+        # a command, sent from inside the stack as an operator does, answered by the device
+        out = compose_stack.exec(
+            "commands", "iot-cmd", "send", DEVICE, "reboot", "--args", '{"a": 2, "b": 3}',
+            "--timeout", "30", "--wait", timeout=120,
+        )  # fmt: skip
+        assert [c.args.get("a") for c in device.commands()] == [2]
+        assert "succeeded" in out.lower(), out
+    finally:
+        device.disconnect()
+
+
+def test_mr_publish_and_consume(compose_stack: Compose, admin: tuple[str, str]) -> None:
+    auth = {**_basic(*admin), "Content-Type": "application/json"}
+    topic = f"iot.default.compose{uuid.uuid4().hex[:6]}"
+    status, body, _ = _http(
+        compose_stack.url("api", 3904, "/topics/create"),
+        data=json.dumps({"topicName": topic, "partitionCount": "1"}).encode(),
+        headers=auth,
+    )
+    assert status == 200, body
+    group = f"g{uuid.uuid4().hex[:8]}"
+    consume = compose_stack.url("api", 3904, f"/events/{topic}/{group}/c1?timeout=2000")
+    assert _http(consume, headers=auth)[0] == 200  # the group starts at the end: publish after
+    status, body, _ = _http(
+        compose_stack.url("api", 3904, f"/events/{topic}"),
+        data=json.dumps([{"n": 1}, {"n": 2}]).encode(),
+        headers=auth,
+    )
+    assert status == 200, body
+    got: list[Any] = []
+
+    def both() -> bool:
+        status, body, _ = _http(consume, headers=auth)
+        assert status == 200, body
+        got.extend(json.loads(m) for m in json.loads(body))
+        return len(got) >= 2
+
+    wait_for(both, 60, "the two published messages")
+    assert got == [{"n": 1}, {"n": 2}]
+
+
+def test_console_login(compose_stack: Compose, admin: tuple[str, str]) -> None:
+    origin = f"http://127.0.0.1:{compose_stack.ports['api', 3904]}"
+    login = compose_stack.url("api", 3904, "/console/api/login")
+    headers = {"Content-Type": "application/json", "Origin": origin}
+    wrong = json.dumps({"name": admin[0], "secret": "wrong"}).encode()
+    assert _http(login, data=wrong, headers=headers)[0] == 401
+    body = json.dumps({"name": admin[0], "secret": admin[1]}).encode()
+    status, answer, got = _http(login, data=body, headers=headers)
+    assert status == 200, answer
+    cookie = got["Set-Cookie"].split(";")[0]
+    status, me, _ = _http(compose_stack.url("api", 3904, "/console/api/me"),
+                          headers={"Cookie": cookie})  # fmt: skip
+    assert status == 200, me
+    assert json.loads(me)["name"] == admin[0]
+
+
+def test_the_spark_job_writes_the_device_to_its_tables(compose_stack: Compose) -> None:
+    """Depends on the telemetry test's message: ``DEVICE`` in the device_status table the
+    streaming job writes to the warehouse volume, read as the console reads it."""
+    read = (
+        "import json, pathlib; from api.console.analytics import read_table; "
+        "print(json.dumps(read_table(pathlib.Path('/warehouse/tables'), 'device_status', 500),"
+        " default=str))"
+    )
+    rows: list[dict[str, Any]] = []
+
+    def written() -> bool:
+        table = json.loads(compose_stack.exec("api", "python", "-c", read))
+        rows[:] = [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
+        return any(r.get("device_id") == DEVICE for r in rows)
+
+    _poll(written, 300, f"{DEVICE} in the device_status table", 3.0)
+
+
+def test_down_leaves_nothing_behind(compose_stack: Compose, container_engine: Any) -> None:
+    compose_stack.down()
+    label = {"label": f"com.docker.compose.project={compose_stack.project}"}
+    assert container_engine.containers.list(all=True, filters=label) == []
+    assert container_engine.volumes.list(filters=label) == []
+    assert container_engine.networks.list(filters=label) == []
+    named = [v.name for v in container_engine.volumes.list()]
+    assert not [n for n in named if n.startswith(compose_stack.project)]
