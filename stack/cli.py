@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from bridge.console import new_parser
+from stack.cli_systemd import write_unit
 from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
 from stack.kafka_server import KafkaServer
@@ -279,56 +280,6 @@ def _supervise(config: StackConfig) -> int:
     return 0
 
 
-def _systemd(args: argparse.Namespace, config: StackConfig) -> int:
-    """Print the unit, or write it to --unit-dir and say what to run next."""
-    import grp
-    import pwd
-    import shutil
-
-    from stack.paths import project_root
-    from stack.systemd_unit import UnitHost, render_unit
-
-    name = args.unit_name
-    if not name or "/" in name or name.endswith(".service"):
-        raise StackError(f"--unit-name {name!r}: a bare name like {UNIT_NAME}")
-    user = args.unit_user or pwd.getpwuid(os.getuid()).pw_name
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise StackError(f"--user {user!r}: no such user on this host") from None
-    if args.unit_group:
-        try:
-            group = grp.getgrnam(args.unit_group).gr_name
-        except KeyError:
-            raise StackError(f"--group {args.unit_group!r}: no such group") from None
-    else:
-        group = grp.getgrgid(entry.pw_gid).gr_name
-    java = shutil.which("java")
-    host = UnitHost(
-        python=sys.executable,
-        user=user,
-        group=group,
-        path=os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        project_root=project_root(),
-        java_home=os.environ.get("JAVA_HOME", ""),
-    )
-    text = render_unit(config, host, name=name, start_timeout_s=config.start_timeout)
-    if java is None:
-        _say("iot-stack: warning: no java on this PATH: the unit's Kafka will not start")
-    if args.unit_dir is None:
-        sys.stdout.write(text)
-        return 0
-    path = args.unit_dir / f"{name}.service"
-    try:
-        args.unit_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as exc:
-        raise StackError(f"cannot write {path}: {exc}") from exc
-    _say(f"wrote {path} (runs as {user}:{group}, data in {config.data_dir})")
-    _say(f"next: sudo systemctl daemon-reload && sudo systemctl enable --now {name}")
-    return 0
-
-
 def _run(args: argparse.Namespace) -> int:
     if args.command == "topics":
         created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions)
@@ -348,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "supervise":
         return _supervise(stack.config)
     if args.command == "systemd":
-        return _systemd(args, stack.config)
+        return write_unit(args, stack.config)
     if args.command == "up":
         stack.up(progress=_say)
         for name, value in stack.endpoints().items():

@@ -228,11 +228,7 @@ class Stack(AppServices):
         return [name for name, _ in started]
 
     def _stop_leftovers(self, progress: Callable[[str], None]) -> list[str]:
-        """Before a new supervisor: stop what a dead one left (its services got SIGTERM with its
-        death and may still be shutting down, Kafka for seconds), newest first, as `down` does;
-        returns their names. Each is found by its pid file, argv and start time checked, so a
-        reused pid is never signalled; what a dead service left in its process group goes too.
-        The stack then starts again in order, from the data on disk."""
+        """Stop what a dead supervisor left (shutting down after its SIGTERM), as `down` does."""
         if "supervisor" not in self._recorded_endpoints():
             return []  # an unsupervised `up` (test stacks): its servers have no supervisor to lose
         stopped: list[str] = []

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from device_sim.open_files import raise_open_files
 from stack.errors import StackError
+from stack.procfs import boot_id, group_members, proc_argv, proc_start_ticks, proc_state
 from stack.supervision import ServiceSpec
 
 if TYPE_CHECKING:
@@ -46,35 +47,6 @@ def _raise_fd_limit() -> None:
         raise_open_files(SERVER_OPEN_FILES)
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat's fields from the state letter on (field 3 is index 0), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the fields follow the parenthesised command name, which may itself contain spaces
-    return stat.rsplit(")", 1)[1].split()
-
-
-def _proc_state(pid: int) -> str | None:
-    fields = _proc_stat(pid)
-    return fields[0] if fields else None
-
-
-def proc_start_ticks(pid: int) -> int | None:
-    """When `pid` started, in clock ticks after boot (stat field 22): with the boot id, it
-    tells this process from a later one that got the same pid."""
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields and len(fields) > 19 else None
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -91,26 +63,6 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
             os._exit(1)
 
     return preexec
-
-
-def _proc_argv(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _group_members(pgid: int) -> list[int]:
-    """The live processes in process group `pgid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _proc_stat(int(entry.name))
-        if fields and len(fields) > 2 and fields[0] not in {"Z", "X"} and int(fields[2]) == pgid:
-            found.append(int(entry.name))
-    return found
 
 
 @dataclass(frozen=True)
@@ -164,10 +116,10 @@ class ManagedProcess:
         pid, argv, start, boot = rec.pid, rec.argv, rec.start, rec.boot_id
         if self._popen is not None and self._popen.pid == pid and self._popen.poll() is not None:
             return None
-        state = _proc_state(pid)
+        state = proc_state(pid)
         if state is None or state in {"Z", "X"}:
             return None
-        if _proc_argv(pid) != argv:
+        if proc_argv(pid) != argv:
             return None  # the pid was reused by something else
         if start is not None and (proc_start_ticks(pid) != start or boot != boot_id()):
             return None  # the same program, but a later process than the one recorded
@@ -226,7 +178,7 @@ class ManagedProcess:
     def _write_pid_file(self, pid: int, argv: list[str]) -> None:
         """pid, argv as /proc shows it (Popen returns once the exec succeeded), start time and
         boot id, replaced atomically."""
-        argv_seen = _proc_argv(pid)
+        argv_seen = proc_argv(pid)
         record = {
             "pid": pid,
             "argv": argv_seen or argv,
@@ -362,10 +314,10 @@ class ManagedProcess:
         rec = self.record()
         if rec is None or rec.start is None or rec.boot_id != boot_id():
             return []
-        if _proc_state(rec.pid) not in {None, "Z", "X"} and proc_start_ticks(rec.pid) != rec.start:
+        if proc_state(rec.pid) not in {None, "Z", "X"} and proc_start_ticks(rec.pid) != rec.start:
             return []  # the pid (and so the group id) belongs to a later process now
         killed = []
-        for member in _group_members(rec.pid):
+        for member in group_members(rec.pid):
             if (proc_start_ticks(member) or -1) >= rec.start:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(member, signal.SIGKILL)

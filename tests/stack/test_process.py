@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from stack.errors import StackError
-from stack.process import ManagedProcess, boot_id, proc_start_ticks
+from stack.process import ManagedProcess
+from stack.procfs import boot_id, proc_start_ticks
 
 
 def _proc(tmp_path: Path) -> ManagedProcess:
