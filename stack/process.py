@@ -229,7 +229,11 @@ class ManagedProcess:
 
     def _exit_description(self) -> str:
         if self.supervisor is None:
-            code = self._popen.poll() if self._popen is not None else None
+            code = None
+            if self._popen is not None:
+                # /proc can show it gone (its argv emptied) a moment before it can be reaped
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = self._popen.wait(timeout=2.0)
             return f"code {code}"
         # the supervisor reaps it and records why, a moment after /proc shows it gone
         started = self._started_pid
