@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from bridge.console import new_parser
+from stack.cli_systemd import write_unit
 from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
 from stack.kafka_server import KafkaServer
@@ -18,6 +19,7 @@ from stack.launcher import Stack
 from stack.mosquitto_server import INSECURE_WARNING
 from stack.provisioning import provision
 from stack.secret_files import account_secret, read_secret
+from stack.systemd_unit import UNIT_NAME
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 
@@ -74,69 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", parents=[common], help="start the stack and print its endpoints")
-    up.add_argument("--partitions", type=int, help="partitions of the data topics (default 12)")
-    up.add_argument("--timeout", type=float, help="seconds to wait for each server (default 90)")
-    up.add_argument(
-        "--no-bridge", dest="with_bridge", action="store_false", default=None,
-        help="start only the servers, not the bridge",
-    )  # fmt: skip
-    up.add_argument(
-        "--bridges", type=int,
-        help="bridge processes (default 1); more share one MQTT subscription, each with its own "
-        "session and metrics port (bridge_http_port + 10 x (i - 1)), and lose per-device order "
-        "across them (docs/scaling.md); env IOT_STACK_BRIDGES",
-    )  # fmt: skip
-    up.add_argument(
-        "--commands-mode", choices=COMMANDS_MODES, default=None,
-        help="the command path: its own process `commands` (separate, default), a thread of "
-        "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
-    )  # fmt: skip
-    up.add_argument(
-        "--no-api", dest="with_api", action="store_false", default=None,
-        help="do not start iot-api, the HTTP door (env IOT_STACK_API=0)",
-    )  # fmt: skip
-    up.add_argument(
-        "--console", dest="api_console", action="store_true", default=None,
-        help="serve the operator console under iot-api's /console (env IOT_STACK_CONSOLE)",
-    )  # fmt: skip
-    up.add_argument(
-        "--analytics", dest="with_analytics", action="store_true", default=None,
-        help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
-    )  # fmt: skip
-    up.add_argument(
-        "--devices", type=int,
-        help="also run this many simulated devices (provisioned through the registry, each "
-        "with its own secret)",
-    )  # fmt: skip
-    up.add_argument("--device-rate", type=float, help="messages/s per simulated device")
-    up.add_argument(
-        "--spark-workers", type=int, metavar="N",
-        help="start a Spark standalone master (FILESYSTEM recovery) and N workers, all "
-        "supervised; the analytics job runs on them (env IOT_STACK_SPARK_WORKERS)",
-    )  # fmt: skip
-    up.add_argument(
-        "--spark-worker-cores", type=int,
-        help="cores each Spark worker offers (default 2, env IOT_STACK_SPARK_WORKER_CORES)",
-    )  # fmt: skip
-    up.add_argument(
-        "--spark-worker-memory",
-        help="memory each Spark worker offers its executors (default 1g, env "
-        "IOT_STACK_SPARK_WORKER_MEMORY)",
-    )
-    up.add_argument(
-        "--spark-master", metavar="URL",
-        help="run the analytics job on this master instead: local[N] or spark://host:port of "
-        "a cluster elsewhere (env IOT_SPARK_MASTER; not with --spark-workers)",
-    )  # fmt: skip
-    up.add_argument(
-        "--kafka-bootstrap", dest="external_kafka",
-        help="use this existing Kafka cluster (host:port,...) and start no local broker "
-        "(env IOT_STACK_KAFKA_BOOTSTRAP)",
-    )  # fmt: skip
-
-    for p in (up,):
-        _insecure_flag(p)
-        _tls_flags(p)
+    _up_flags(up)
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser(
@@ -148,6 +88,25 @@ def _parser() -> argparse.ArgumentParser:
         help="run the supervisor in the foreground (`up` starts it in the background): it "
         "restarts every service `up` started when it dies, with backoff",
     )  # fmt: skip
+
+    unit = sub.add_parser(
+        "systemd", parents=[common],
+        help="write (or print) a systemd unit that runs `up` at boot and again after a crash "
+        "(Restart=on-failure), `down` on stop; takes `up`'s flags (docs/operations.md)",
+    )  # fmt: skip
+    _up_flags(unit)
+    unit.add_argument(
+        "--unit-dir", type=Path, metavar="DIR",
+        help="write <DIR>/<name>.service (e.g. /etc/systemd/system) instead of printing it",
+    )  # fmt: skip
+    unit.add_argument(
+        "--unit-name", default=UNIT_NAME, help=f"the unit's name (default {UNIT_NAME})"
+    )
+    unit.add_argument(
+        "--user", dest="unit_user",
+        help="the user the stack runs as, who owns the data dir (default: the current user)",
+    )  # fmt: skip
+    unit.add_argument("--group", dest="unit_group", help="its group (default: the user's own)")
 
     serve = sub.add_parser(
         "serve", parents=[common],
@@ -183,6 +142,74 @@ def _parser() -> argparse.ArgumentParser:
         help="partitions per topic (env IOT_PARTITIONS, default 12)",
     )  # fmt: skip
     return parser
+
+
+def _up_flags(parser: argparse.ArgumentParser) -> None:
+    """What `up` starts and how: `up`'s own flags, also `systemd`'s (the unit runs `up`)."""
+    parser.add_argument("--partitions", type=int, help="partitions of the data topics (default 12)")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds to wait for each server (default 90)"
+    )
+    parser.add_argument(
+        "--no-bridge", dest="with_bridge", action="store_false", default=None,
+        help="start only the servers, not the bridge",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bridges", type=int,
+        help="bridge processes (default 1); more share one MQTT subscription, each with its own "
+        "session and metrics port (bridge_http_port + 10 x (i - 1)), and lose per-device order "
+        "across them (docs/scaling.md); env IOT_STACK_BRIDGES",
+    )  # fmt: skip
+    parser.add_argument(
+        "--commands-mode", choices=COMMANDS_MODES, default=None,
+        help="the command path: its own process `commands` (separate, default), a thread of "
+        "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-api", dest="with_api", action="store_false", default=None,
+        help="do not start iot-api, the HTTP door (env IOT_STACK_API=0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--console", dest="api_console", action="store_true", default=None,
+        help="serve the operator console under iot-api's /console (env IOT_STACK_CONSOLE)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--analytics", dest="with_analytics", action="store_true", default=None,
+        help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--devices", type=int,
+        help="also run this many simulated devices (provisioned through the registry, each "
+        "with its own secret)",
+    )  # fmt: skip
+    parser.add_argument("--device-rate", type=float, help="messages/s per simulated device")
+    parser.add_argument(
+        "--spark-workers", type=int, metavar="N",
+        help="start a Spark standalone master (FILESYSTEM recovery) and N workers, all "
+        "supervised; the analytics job runs on them (env IOT_STACK_SPARK_WORKERS)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--spark-worker-cores", type=int,
+        help="cores each Spark worker offers (default 2, env IOT_STACK_SPARK_WORKER_CORES)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--spark-worker-memory",
+        help="memory each Spark worker offers its executors (default 1g, env "
+        "IOT_STACK_SPARK_WORKER_MEMORY)",
+    )
+    parser.add_argument(
+        "--spark-master", metavar="URL",
+        help="run the analytics job on this master instead: local[N] or spark://host:port of "
+        "a cluster elsewhere (env IOT_SPARK_MASTER; not with --spark-workers)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kafka-bootstrap", dest="external_kafka",
+        help="use this existing Kafka cluster (host:port,...) and start no local broker "
+        "(env IOT_STACK_KAFKA_BOOTSTRAP)",
+    )  # fmt: skip
+
+    _insecure_flag(parser)
+    _tls_flags(parser)
 
 
 def _kafka_bootstrap_flag(parser: argparse.ArgumentParser, what: str) -> None:
@@ -273,6 +300,8 @@ def _run(args: argparse.Namespace) -> int:
         return _serve(stack.config, args.server)
     if args.command == "supervise":
         return _supervise(stack.config)
+    if args.command == "systemd":
+        return write_unit(args, stack.config)
     if args.command == "up":
         stack.up(progress=_say)
         for name, value in stack.endpoints().items():

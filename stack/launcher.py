@@ -202,6 +202,8 @@ class Stack(AppServices):
         wanted: list[tuple[str, Service]] = list(self.services())
         if self.link is not None:
             wanted.insert(0, ("supervisor", self.supervisor))
+            if not self.supervisor.running():
+                self._stop_leftovers(progress)
         try:
             for name, service in wanted:
                 if service.running():
@@ -224,6 +226,21 @@ class Stack(AppServices):
             raise
         self._write_endpoints()
         return [name for name, _ in started]
+
+    def _stop_leftovers(self, progress: Callable[[str], None]) -> list[str]:
+        """Stop what a dead supervisor left (shutting down after its SIGTERM), as `down` does."""
+        if "supervisor" not in self._recorded_endpoints():
+            return []  # an unsupervised `up` (test stacks): its servers have no supervisor to lose
+        stopped: list[str] = []
+        for name, service in reversed(self._all_known()):
+            for node_name, node in _per_node(name, service):
+                if node.running():
+                    progress(f"{node_name} runs without its supervisor: stopping it first ...")
+                    node.stop()
+                    stopped.append(node_name)
+                else:
+                    node.process.sweep_orphaned_group()
+        return stopped
 
     def _after_kafka(self, progress: Callable[[str], None]) -> None:
         """The design's topics, then (auth on) the registry's accounts and devices."""

@@ -1,14 +1,19 @@
 """A background server process the launcher starts, finds again later, and stops.
 
-State lives in a pid file (pid + argv), so `iot-stack status` and `down` in a later invocation
-find the processes `up` started; argv is compared with /proc so a reused pid is never signalled.
+State lives in a pid file (pid, argv, start time and boot id), so `iot-stack status` and
+`down` in a later invocation find the processes `up` started; argv, the start time (clock ticks
+after boot, /proc/<pid>/stat field 22) and the boot id are compared with /proc, so a reused pid
+(after a reboot, or a wrap of the pid counter) is never taken for the server nor signalled.
 With a `SupervisorLink` the process is started by the supervisor daemon (`iot-stack
 supervise`), which restarts it when it dies; without one it is this process's own child.
+A child the supervisor starts dies with it (`die_with_parent`: SIGTERM through
+PR_SET_PDEATHSIG, so Kafka and Mosquitto shut down cleanly and save their data).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -16,11 +21,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from device_sim.open_files import raise_open_files
 from stack.errors import StackError
+from stack.procfs import boot_id, group_members, proc_argv, proc_start_ticks, proc_state
 from stack.supervision import ServiceSpec
 
 if TYPE_CHECKING:
@@ -40,21 +47,32 @@ def _raise_fd_limit() -> None:
         raise_open_files(SERVER_OPEN_FILES)
 
 
-def _proc_state(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the state letter follows the parenthesised command name, which may itself contain spaces
-    return stat.rsplit(")", 1)[1].split()[0]
+_PR_SET_PDEATHSIG = 1
 
 
-def _proc_argv(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGTERM when the thread that forked it ends (the
+    supervisor's main thread: the supervisor process). Kept across exec (not for set-uid
+    programs; none is started here)."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: no import in the child
+
+    def preexec() -> None:
+        _raise_fd_limit()
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl: nobody to die with
+            os._exit(1)
+
+    return preexec
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """A pid file's content: the process `start()` started, as /proc showed it then."""
+
+    pid: int
+    argv: list[str]
+    start: int | None  # clock ticks after boot (None: a pid file of an older version)
+    boot_id: str
 
 
 class ManagedProcess:
@@ -76,21 +94,35 @@ class ManagedProcess:
         self._started_pid: int | None = None
 
     # -- discovery -------------------------------------------------------------------------
+    def record(self) -> PidRecord | None:
+        """What the pid file says, whether or not the process still runs."""
+        try:
+            raw = json.loads(self.pid_path.read_text())
+            start = raw.get("start")  # absent in pid files of older versions
+            return PidRecord(
+                pid=int(raw["pid"]),
+                argv=[str(a) for a in raw["argv"]],
+                start=None if start is None else int(start),
+                boot_id=str(raw.get("boot_id") or ""),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
     def pid(self) -> int | None:
         """The pid of the running process this pid file describes, or None."""
-        try:
-            record = json.loads(self.pid_path.read_text())
-            pid = int(record["pid"])
-            argv = list(record["argv"])
-        except (OSError, ValueError, KeyError, TypeError):
+        rec = self.record()
+        if rec is None:
             return None
+        pid, argv, start, boot = rec.pid, rec.argv, rec.start, rec.boot_id
         if self._popen is not None and self._popen.pid == pid and self._popen.poll() is not None:
             return None
-        state = _proc_state(pid)
+        state = proc_state(pid)
         if state is None or state in {"Z", "X"}:
             return None
-        if _proc_argv(pid) != argv:
+        if proc_argv(pid) != argv:
             return None  # the pid was reused by something else
+        if start is not None and (proc_start_ticks(pid) != start or boot != boot_id()):
+            return None  # the same program, but a later process than the one recorded
         return pid
 
     def running(self) -> bool:
@@ -107,13 +139,20 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         banner: str | None = None,
+        die_with_parent: bool = False,
     ) -> int:
+        """Start it (its own session, output to its log); returns its pid.
+
+        `die_with_parent`: it gets SIGTERM when this process's calling thread ends; only for
+        a parent that outlives it on purpose (the supervisor), never for `up`, which exits.
+        """
         if (pid := self.pid()) is not None:
             raise StackError(f"{self.name} is already running (pid {pid})")
         self.pid_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.supervisor is not None:
             return self._start_supervised(argv, env, cwd)
+        preexec = _die_with_parent(os.getpid()) if die_with_parent else _raise_fd_limit
         with self.log_path.open("ab") as log_file:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
             banner = banner or f"starting {self.name}"
@@ -129,13 +168,26 @@ class ManagedProcess:
                 cwd=cwd,
                 # outlives `iot-stack up`; a Ctrl-C in that shell does not reach it
                 start_new_session=True,
-                preexec_fn=_raise_fd_limit,  # noqa: PLW1509 - only setrlimit, no locks taken
+                preexec_fn=preexec,  # noqa: PLW1509 - only setrlimit and prctl, no locks taken
             )
-        argv_seen = _proc_argv(self._popen.pid) or list(argv)
-        self.pid_path.write_text(json.dumps({"pid": self._popen.pid, "argv": argv_seen}))
+        self._write_pid_file(self._popen.pid, list(argv))
         log.info("started %s (pid %d), log %s", self.name, self._popen.pid, self.log_path)
         self._started_pid = self._popen.pid
         return self._popen.pid
+
+    def _write_pid_file(self, pid: int, argv: list[str]) -> None:
+        """pid, argv as /proc shows it (Popen returns once the exec succeeded), start time and
+        boot id, replaced atomically."""
+        argv_seen = proc_argv(pid)
+        record = {
+            "pid": pid,
+            "argv": argv_seen or argv,
+            "start": proc_start_ticks(pid),
+            "boot_id": boot_id(),
+        }
+        tmp = self.pid_path.with_name(f".{self.pid_path.name}.tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.pid_path)
 
     def _start_supervised(
         self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
@@ -179,12 +231,9 @@ class ManagedProcess:
         if self.supervisor is None:
             code = None
             if self._popen is not None:
-                # /proc may show it gone (its argv emptied as it exits) a moment before it can
-                # be reaped: wait that moment for the exit status rather than report none
-                try:
-                    code = self._popen.wait(timeout=3.0)
-                except subprocess.TimeoutExpired:
-                    code = None
+                # /proc can show it gone (its argv emptied) a moment before it can be reaped
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = self._popen.wait(timeout=2.0)
             return f"code {code}"
         # the supervisor reaps it and records why, a moment after /proc shows it gone
         started = self._started_pid
@@ -235,6 +284,7 @@ class ManagedProcess:
             self.supervisor.withdraw(self.name)
         pid = self.pid()
         if pid is None:
+            self.sweep_orphaned_group()
             self._cleanup()
             return False
         self._signal(pid, signal.SIGTERM)
@@ -254,6 +304,31 @@ class ManagedProcess:
         """
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+
+    def sweep_orphaned_group(self) -> list[int]:
+        """SIGKILL what a dead server left in its process group when nobody swept it (its
+        supervisor died with it: the analytics job's Spark JVM); returns the pids killed.
+
+        The members are the processes whose group is the recorded pid, started in this boot
+        no earlier than the server: a group id is not handed out again while the group has
+        members, and a later group with that id would need a new process with that pid,
+        which is checked first. Nothing is signalled for a pid file of an older version (no
+        start time) or of another boot.
+        """
+        rec = self.record()
+        if rec is None or rec.start is None or rec.boot_id != boot_id():
+            return []
+        if proc_state(rec.pid) not in {None, "Z", "X"} and proc_start_ticks(rec.pid) != rec.start:
+            return []  # the pid (and so the group id) belongs to a later process now
+        killed = []
+        for member in group_members(rec.pid):
+            if (proc_start_ticks(member) or -1) >= rec.start:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(member, signal.SIGKILL)
+                    killed.append(member)
+        if killed:
+            log.warning("%s: killed %s, left in its process group", self.name, killed)
+        return killed
 
     def kill(self) -> None:
         """SIGKILL at once: the crash the fault tests need (a supervisor restarts it)."""

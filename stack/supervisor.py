@@ -7,10 +7,18 @@ every poll), logs it, and restarts the service after an exponential backoff
 a service itself: `down` withdraws the specs first, then stops the services in order, then the
 supervisor.
 
-If the supervisor itself dies, the services keep running (each in a session of its own): the
-next `up` starts a new supervisor, which adopts the still-running services from their pid files
-(their argv checked against /proc) and watches them through /proc, since they are not its
-children.
+The services die with it: each is started with PR_SET_PDEATHSIG = SIGTERM (`ManagedProcess`'s
+`die_with_parent`), so a supervisor that dies, even by `kill -9`, takes no service into an
+unsupervised afterlife: Kafka and Mosquitto get SIGTERM and shut down cleanly (Kafka's
+controlled shutdown, Mosquitto's save of its store), the bridge and the others stop as on
+`down`. PDEATHSIG fires when the *thread* that forked the child ends, so `run()` must be
+called on a thread that lives as long as the process (`iot-stack supervise` runs it on the
+main thread). The next `up` (or systemd's restart of the unit, `iot-stack systemd`) stops
+whatever is still shutting down, verified by argv and start time, then starts the stack again.
+
+A supervisor started by hand over services that run without one (`iot-stack supervise` after
+a supervisor of an older version died) adopts them from their pid files and watches them
+through /proc, since they are not its children.
 """
 
 from __future__ import annotations
@@ -44,8 +52,16 @@ def exit_reason(returncode: int | None) -> str:
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path, policy: RestartPolicy, poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        policy: RestartPolicy,
+        poll_s: float = 0.2,
+        children_die_with_it: bool = True,
+    ) -> None:
         self.run_dir = run_dir
+        # SIGTERM to every service it started when the thread running `run()` ends
+        self.children_die_with_it = children_die_with_it
         self.link = SupervisorLink(run_dir)
         self.policy = policy
         self.poll_s = poll_s
@@ -156,6 +172,7 @@ class Supervisor:
                 env=spec.env,
                 cwd=Path(spec.cwd) if spec.cwd else None,
                 banner=banner,
+                die_with_parent=self.children_die_with_it,
             )
         except OSError as exc:
             rec.last_exit, rec.last_exit_pid, rec.last_exit_at = (
@@ -185,6 +202,7 @@ class Supervisor:
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         log.info("supervisor (pid %d) watching %s", os.getpid(), self.link.spec_dir)
+        self.link.write_main_pid(os.getpid())
         self.adopt()
         while not stop.is_set():
             try:
@@ -193,7 +211,11 @@ class Supervisor:
                 # a full disk or a vanished file must not end the supervision: try again
                 log.exception("supervisor pass failed")
             stop.wait(self.poll_s)
-        log.info("supervisor stopping; services left running: %s", self._running_names())
+        if self.children_die_with_it:
+            log.info("supervisor stopping; SIGTERM to its services: %s", self._running_names())
+        else:
+            log.info("supervisor stopping; services left running: %s", self._running_names())
+        self.link.remove_main_pid(os.getpid())
 
     def _running_names(self) -> str:
         names = [name for name, rec in self.records.items() if rec.pid is not None]

@@ -3,6 +3,8 @@
 `supervise/<name>.json` holds one wanted service's spec (argv, env, cwd, log): `up` writes it,
 `down` removes it, and the supervisor keeps exactly those services running. `supervisor.json`
 is the supervisor's state (pid, restarts, last exit of each service), read by `status`.
+`supervisor.main-pid` is the running supervisor's pid as a plain number, for systemd's
+`PIDFile=` (`iot-stack systemd`).
 Both are replaced atomically (write to a temporary file, then rename), so a reader never sees
 half a file.
 """
@@ -46,6 +48,7 @@ class SupervisorLink:
     def __init__(self, run_dir: Path) -> None:
         self.spec_dir = run_dir / "supervise"
         self.state_path = run_dir / "supervisor.json"
+        self.main_pid_path = run_dir / "supervisor.main-pid"
 
     # -- specs: what should run (written by the launcher) --------------------------------------
     def request(self, spec: ServiceSpec) -> None:
@@ -71,6 +74,18 @@ class SupervisorLink:
                 spec = ServiceSpec.from_json(raw)
                 found[spec.name] = spec
         return found
+
+    def write_main_pid(self, pid: int) -> None:
+        self.main_pid_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.main_pid_path.with_name(f".{self.main_pid_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(f"{pid}\n")
+        tmp.replace(self.main_pid_path)
+
+    def remove_main_pid(self, pid: int) -> None:
+        """Remove the plain pid file if it still names `pid` (not a successor's)."""
+        with contextlib.suppress(OSError, ValueError):
+            if int(self.main_pid_path.read_text()) == pid:
+                self.main_pid_path.unlink()
 
     # -- state: what the supervisor saw (written by the supervisor) ----------------------------
     def write_state(self, state: SupervisorState) -> None:

@@ -51,6 +51,9 @@ MAKEFILE = Makefile.read()
 # fenced command -> the test below that runs it, as shown (endpoints from the environment)
 RUN = {
     "iot-stack status": "test_stack_status_runs",
+    "iot-stack systemd --data-dir /var/lib/iot --console --analytics --unit-dir .": (
+        "test_systemd_unit_example_runs"
+    ),
     "iot-stack up --kafka-nodes 3": "test_kafka_cluster_examples_run",
     "iot-stack up --kafka-bootstrap kafka-a:9092,kafka-b:9092,kafka-c:9092": (
         "test_kafka_cluster_examples_run"
@@ -216,6 +219,20 @@ NOT_RUN = {
         "tests/api/http_devices/test_handlers.py makes the same requests (a waiting telemetry "
         "post that gets a command, its reply closing it succeeded) on a registry and broker of "
         "its own",
+    ),
+    **dict.fromkeys(
+        (
+            "sudo cp iot-stack.service /etc/systemd/system/",
+            "sudo systemctl daemon-reload",
+            "sudo systemctl enable --now iot-stack",
+            "systemctl status iot-stack",
+            "journalctl -u iot-stack",
+            "sudo systemctl stop iot-stack",
+        ),
+        "installs and runs a systemd unit: needs root and systemd as pid 1 (this machine has "
+        "neither); tests/stack/test_systemd_unit.py checks the unit (systemd-analyze verify) "
+        "and tests/stack/test_supervisor_integration.py what its ExecStart/ExecStop and a "
+        "kill -9 of the supervisor do",
     ),
     "make run": "the whole appliance on the default ports, after .ci/setup; its recipe "
     "(iot-stack up --analytics --console --devices 200 --device-rate 2) is parsed here and "
@@ -476,6 +493,26 @@ def test_console_script_help(script: str) -> None:
 
 
 @pytest.mark.integration
+def test_systemd_unit_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = entry_point("iot-stack")
+    _clean_iot_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)  # `--unit-dir .`
+    for example in _run_by("test_systemd_unit_example_runs"):
+        assert main(list(example.argv[1:])) == 0, example
+        unit = (tmp_path / "iot-stack.service").read_text()
+        for line in (
+            'Environment="IOT_DATA_DIR=/var/lib/iot"',
+            'Environment="IOT_STACK_CONSOLE=1"',
+            "Restart=on-failure",
+            "KillMode=mixed",
+            "WantedBy=multi-user.target",
+        ):
+            assert line in unit.splitlines(), line
+        assert "systemctl enable --now iot-stack" in capsys.readouterr().err
+
+
 def test_stack_status_runs(
     stack: Any,
     tmp_path_factory: pytest.TempPathFactory,

@@ -30,6 +30,14 @@ class StackPorts:
         return f"127.0.0.1:{self.kafka}"
 
     @property
+    def listeners(self) -> list[int]:
+        """Every port the stack listens on."""
+        return [
+            self.mqtt, self.kafka, self.controller, self.bridge_http, self.commands_http,
+            self.api_http, self.mqtt_tls,
+        ]  # fmt: skip
+
+    @property
     def args(self) -> list[str]:
         return [
             "--data-dir", str(self.data_dir),

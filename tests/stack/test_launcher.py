@@ -10,6 +10,7 @@ import pytest
 
 from stack.config import StackConfig
 from stack.launcher import Stack
+from stack.process import ManagedProcess
 
 
 def _stack(tmp_path: Path, **changes: object) -> Stack:
@@ -226,3 +227,45 @@ def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
     anonymous = _stack(tmp_path, api_console=True, insecure_anonymous=True).api().env
     assert "IOT_CONSOLE_ADMIN_PASSWORD_FILE" not in anonymous
     assert "IOT_CONSOLE" not in _stack(tmp_path).api().env
+
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_up_stops_what_a_dead_supervisor_left_before_it_starts_again(
+    tmp_path: Path, supervised: bool
+) -> None:
+    """Services of a supervised `up` whose supervisor is gone are stopped (newest first) before
+    a new supervisor starts; an unsupervised `up`'s servers (test stacks) are left alone."""
+    stack = _stack(tmp_path)
+    recorded = {"mqtt": "mqtt://127.0.0.1:1883"} | ({"supervisor": "x"} if supervised else {})
+    (tmp_path / "stack.json").write_text(json.dumps(recorded))
+    left = [stack.bridge(), stack.api()]
+    # started as a dead supervisor's children would be: pid files under the stack's run dir
+    pids = [
+        ManagedProcess(s.process.name, stack.config.run_dir, s.process.log_path).start(SLEEPER)
+        for s in left
+    ]
+    said: list[str] = []
+    try:
+        stopped = stack._stop_leftovers(said.append)
+        if supervised:
+            assert stopped == ["api", "bridge"]  # newest first, as `down`
+            assert said[0] == "api runs without its supervisor: stopping it first ..."
+            assert [service.process.pid() for service in left] == [None, None]
+            for pid in pids:
+                assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
+        else:
+            assert stopped == []
+            assert [service.process.pid() for service in left] == pids
+    finally:
+        for service in left:
+            ManagedProcess(service.process.name, stack.config.run_dir, tmp_path / "x").stop(5)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"

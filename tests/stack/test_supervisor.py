@@ -23,8 +23,10 @@ POLICY = RestartPolicy(initial_s=0.5, factor=2.0, max_s=2.0, stable_s=30.0)
 
 
 class Running:
-    def __init__(self, run_dir: Path) -> None:
-        self.supervisor = Supervisor(run_dir, POLICY, poll_s=0.05)
+    def __init__(self, run_dir: Path, children_die_with_it: bool = True) -> None:
+        self.supervisor = Supervisor(
+            run_dir, POLICY, poll_s=0.05, children_die_with_it=children_die_with_it
+        )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,))
         self.thread.start()
@@ -46,11 +48,11 @@ def run_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def supervisor(run_dir: Path) -> Iterator[Callable[[], Running]]:
+def supervisor(run_dir: Path) -> Iterator[Callable[..., Running]]:
     made: list[Running] = []
 
-    def start() -> Running:
-        made.append(Running(run_dir))
+    def start(children_die_with_it: bool = True) -> Running:
+        made.append(Running(run_dir, children_die_with_it))
         return made[-1]
 
     yield start
@@ -139,9 +141,11 @@ def test_early_exit_is_reported_with_the_reason(
 
 
 def test_a_new_supervisor_adopts_running_services(
-    run_dir: Path, supervisor: Callable[[], Running]
+    run_dir: Path, supervisor: Callable[..., Running]
 ) -> None:
-    first = supervisor()
+    # services that outlived their supervisor (one of an older version, whose children did
+    # not die with it): a supervisor started by hand adopts them
+    first = supervisor(children_die_with_it=False)
     link = SupervisorLink(run_dir)
     proc = _proc(run_dir, link)
     pid = proc.start(SLEEPER)
@@ -192,3 +196,51 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
+
+
+def test_its_services_get_sigterm_when_it_ends(
+    run_dir: Path, supervisor: Callable[..., Running]
+) -> None:
+    running = supervisor()
+    link = SupervisorLink(run_dir)
+    proc = _proc(run_dir, link)
+    code = (
+        "import signal, sys, time;"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(0)));"
+        "print('up', flush=True); time.sleep(120)"
+    )
+    pid = proc.start([sys.executable, "-c", code])
+    proc.wait_ready(lambda: "up" in proc.log_since_start(), 30, "printed up")
+    running.close()  # the thread that forked it ends: PR_SET_PDEATHSIG fires
+    _wait(lambda: not _alive(pid), 30, "the service gone with its supervisor")
+    assert "got SIGTERM" in proc.log_since_start(), proc.log_since_start()  # a clean stop
+
+
+def test_kill_9_of_the_supervisor_process_stops_its_services(tmp_path: Path) -> None:
+    """The real daemon (`iot-stack supervise`) killed by SIGKILL: its service gets SIGTERM, and
+    `up`'s check then finds nothing running (no orphan left to hold a port)."""
+    data_dir = tmp_path / "var"
+    run = data_dir / "run"
+    daemon = ManagedProcess("supervisor", run, data_dir / "logs" / "supervisor.log")
+    daemon.start([sys.executable, "-m", "stack.cli", "supervise", "--data-dir", str(data_dir)])
+    link = SupervisorLink(run)
+    try:
+        _wait(lambda: link.state() is not None, 30, "the supervisor's state file")
+        main_pid = int(link.main_pid_path.read_text())
+        assert main_pid == daemon.pid()
+        proc = _proc(run, link)
+        code = (
+            "import signal, sys, time;"
+            "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True),"
+            " sys.exit(0)));"
+            "print('up', flush=True); time.sleep(120)"
+        )
+        pid = proc.start([sys.executable, "-c", code])
+        proc.wait_ready(lambda: "up" in proc.log_since_start(), 30, "printed up")
+        os.kill(main_pid, signal.SIGKILL)
+        _wait(lambda: not _alive(pid), 30, "the service gone with its supervisor")
+        assert "got SIGTERM" in proc.log_since_start(), proc.log_since_start()
+        assert proc.pid() is None
+    finally:
+        link.withdraw_all()
+        daemon.stop(timeout=5)

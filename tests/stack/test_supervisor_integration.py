@@ -2,7 +2,8 @@
 
 Each one must be back (a new pid) within its backoff, counted in `iot-stack status`, and a
 device's message must flow from Mosquitto through the bridge into Kafka again afterwards; a
-killed supervisor leaves the services running and the next `up` adopts them; `down` leaves no
+killed supervisor takes its services with it (SIGTERM: clean shutdowns, no orphan holding a
+port) and the next `up` brings the stack back with the acknowledged data; `down` leaves no
 process behind.
 """
 
@@ -18,10 +19,11 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Message, Producer, TopicPartition
 
 from stack.ports import free_ports, port_open
 from tests.stack.stack_ports import StackPorts
@@ -162,25 +164,44 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
             print(f"{name}: back in {back:.1f} s, message flowed after {tries} publish(es)")
             seen_pids[f"{name}-2"] = _pid(line)
 
-        # the supervisor itself: its services keep running, `status` says so, `up` adopts them
+        # the supervisor itself: its services die with it (SIGTERM: Kafka and Mosquitto shut
+        # down cleanly), no orphan keeps a port, and the next `up` brings the stack back with
+        # its data
+        kept = _acknowledged_data(ports.mqtt, bootstrap)
         statuses = _status(args, env)
         sup = _pid(statuses["supervisor"])
         assert sup is not None
+        services = {n: _pid(ln) for n, ln in statuses.items() if n != "supervisor"}
         os.kill(sup, signal.SIGKILL)
-        _wait(lambda: _pid(_status(args, env)["supervisor"]) is None, 10, "supervisor gone")
-        orphaned = _cli(["status", *args], env)
-        assert orphaned.returncode == 1
-        pids = {n: _pid(ln) for n, ln in _status(args, env).items() if n != "supervisor"}
-        assert all(pids.values()), pids
+        gone = _wait(
+            lambda: not _processes_of(ports.data_dir),
+            90,  # Kafka's controlled shutdown takes a few seconds
+            f"every service gone with the supervisor (left: {_processes_of(ports.data_dir)})",
+        )
+        listening = [p for p in ports.listeners if port_open("127.0.0.1", p)]
+        assert listening == [], f"ports still held after the supervisor died: {listening}"
+        assert all(not _alive(pid) for pid in services.values() if pid is not None)
+        kafka_log = (ports.data_dir / "logs" / "kafka.log").read_text()
+        assert "shut down completed" in kafka_log.rsplit("=== iot-stack:", 1)[1]
+        mosquitto_log = (ports.data_dir / "logs" / "mosquitto.log").read_text()
+        assert "terminating" in mosquitto_log.rsplit("=== iot-stack:", 1)[1]
+        assert _cli(["status", *args], env).returncode == 1
         again = _cli(["up", *args, "--commands-mode", "separate"], env)
         assert again.returncode == 0, again.stderr
         after = _status(args, env)
-        assert {n: _pid(ln) for n, ln in after.items() if n != "supervisor"} == pids
+        assert list(after) == list(statuses)
         assert _pid(after["supervisor"]) not in (None, sup)
-        victim = pids["bridge"]
+        for name, is_ready in ready.items():
+            assert "restarts 0" in after[name], after[name]
+            _wait(is_ready, 120, f"{name} ready after the new up")
+        _flows(ports.mqtt, bootstrap)
+        _assert_kept(kept, ports.mqtt, bootstrap)
+        print(f"supervisor: services gone {gone:.1f} s after its kill -9, data kept")
+
+        victim = _pid(after["bridge"])
         assert victim is not None
-        os.kill(victim, signal.SIGKILL)  # adopted, not its child: noticed through /proc
-        _wait(lambda: _pid(_status(args, env)["bridge"]) not in (None, victim), 20, "re-adopted")
+        os.kill(victim, signal.SIGKILL)  # the new supervisor restarts its services
+        _wait(lambda: _pid(_status(args, env)["bridge"]) not in (None, victim), 20, "restarted")
         _wait(ready["bridge"], 120, "bridge ready again")
         _flows(ports.mqtt, bootstrap)
         seen_pids["bridge-3"] = _pid(_status(args, env)["bridge"])
@@ -198,6 +219,57 @@ def test_every_service_is_restarted_and_down_leaves_nothing(tmp_path: Path) -> N
     )
     for name, pid in seen_pids.items():
         assert pid is None or not _alive(pid), f"{name} (pid {pid}) still runs"
+
+
+@dataclass(frozen=True)
+class _Kept:
+    topic: str  # a retained MQTT message on this topic, acknowledged by Mosquitto (QoS 1)
+    payload: str
+    partition: int  # a Kafka record, acknowledged by the broker, at this offset
+    offset: int
+    key: bytes
+
+
+def _acknowledged_data(mqtt_port: int, bootstrap: str) -> _Kept:
+    """One message each server acknowledged just now (within Mosquitto's autosave window: only a
+    clean shutdown, which saves the store, keeps it)."""
+    tag = uuid.uuid4().hex[:8]
+    topic, payload = f"sup/kept/{tag}", f"kept-{tag}"
+    subprocess.run(
+        ["mosquitto_pub", "-p", str(mqtt_port), "-q", "1", "-r", "-t", topic, "-m", payload],
+        check=True, timeout=30, capture_output=True,
+    )  # fmt: skip
+    acked: list[tuple[int, int]] = []
+
+    def delivered(err: object, msg: Message) -> None:
+        if err is None:
+            acked.append((msg.partition() or 0, msg.offset() or 0))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce("iot.telemetry", key=tag.encode(), value=b"{}", on_delivery=delivered)
+    producer.flush(30)
+    assert acked, "Kafka did not acknowledge the record"
+    return _Kept(topic, payload, acked[0][0], acked[0][1], tag.encode())
+
+
+def _assert_kept(kept: _Kept, mqtt_port: int, bootstrap: str) -> None:
+    sub = subprocess.run(
+        ["mosquitto_sub", "-p", str(mqtt_port), "-t", kept.topic, "-C", "1", "-W", "20"],
+        check=False, timeout=40, capture_output=True, text=True,
+    )  # fmt: skip
+    assert sub.stdout.strip() == kept.payload, f"retained message lost: {sub!r}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}"})
+    try:
+        consumer.assign([TopicPartition("iot.telemetry", kept.partition, kept.offset)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                assert (msg.offset(), msg.key()) == (kept.offset, kept.key)
+                return
+        raise AssertionError("the acknowledged Kafka record was not read back")
+    finally:
+        consumer.close()
 
 
 def _alive(pid: int) -> bool:
