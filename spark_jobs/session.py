@@ -79,7 +79,16 @@ def executor_count(spark: SparkSession) -> int | None:
 
 
 def owns_session() -> bool:
-    """True when no session is active yet: the caller creates it and must stop it."""
+    """True when this process has no session yet: the caller creates it and must stop it.
+
+    Not ``getActiveSession()`` alone: that is per thread (the JVM's thread-local), so a caller
+    on another thread than the session's maker saw none, built "its own" (``getOrCreate`` hands
+    back the process's one) and stopped it under everyone else."""
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession() is None
+    try:
+        SparkSession.active()  # the thread's active session, else the process's default one
+    except PySparkRuntimeError:  # NO_ACTIVE_OR_DEFAULT_SESSION
+        return True
+    return False
