@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from device_sim.open_files import raise_open_files
 from stack.errors import StackError
-from stack.procfs import boot_id, group_members, proc_argv, proc_start_ticks, proc_state
+from stack.procfs import alive, boot_id, group_members, proc_argv, proc_start_ticks
 from stack.supervision import ServiceSpec
 
 if TYPE_CHECKING:
@@ -116,8 +116,7 @@ class ManagedProcess:
         pid, argv, start, boot = rec.pid, rec.argv, rec.start, rec.boot_id
         if self._popen is not None and self._popen.pid == pid and self._popen.poll() is not None:
             return None
-        state = proc_state(pid)
-        if state is None or state in {"Z", "X"}:
+        if not alive(pid):
             return None
         if proc_argv(pid) != argv:
             return None  # the pid was reused by something else
@@ -318,7 +317,7 @@ class ManagedProcess:
         rec = self.record()
         if rec is None or rec.start is None or rec.boot_id != boot_id():
             return []
-        if proc_state(rec.pid) not in {None, "Z", "X"} and proc_start_ticks(rec.pid) != rec.start:
+        if alive(rec.pid) and proc_start_ticks(rec.pid) != rec.start:
             return []  # the pid (and so the group id) belongs to a later process now
         killed = []
         for member in group_members(rec.pid):

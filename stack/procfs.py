@@ -24,6 +24,11 @@ def proc_state(pid: int) -> str | None:
     return fields[0] if fields else None
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie (exited, not yet reaped) or dead task does not."""
+    return proc_state(pid) not in {None, "Z", "X"}
+
+
 def proc_start_ticks(pid: int) -> int | None:
     """When `pid` started, in clock ticks after boot (stat field 22): with the boot id, it
     tells this process from a later one that got the same pid."""

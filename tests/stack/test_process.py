@@ -14,6 +14,7 @@ import pytest
 
 from stack.errors import StackError
 from stack.process import ManagedProcess
+from stack.procfs import alive as _alive
 from stack.procfs import boot_id, proc_start_ticks
 
 
@@ -171,11 +172,3 @@ def test_a_dead_servers_group_is_swept_without_touching_others(tmp_path: Path) -
     finally:
         bystander.kill()
         bystander.wait(10)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}

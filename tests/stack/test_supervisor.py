@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from stack.process import ManagedProcess
+from stack.procfs import alive as _alive
 from stack.supervision import RestartPolicy, ServiceRecord
 from stack.supervisor import Supervisor, exit_reason
 from stack.supervisor_link import SupervisorLink
@@ -188,14 +189,6 @@ def test_a_dead_services_helpers_go_with_it(
     os.kill(pid, signal.SIGKILL)  # the helper is orphaned, still in the service's group
     _wait(_replaced(proc, pid), 10, "restarted")
     _wait(lambda: not _alive(helper), 5, "the orphaned helper killed")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
 
 
 def test_its_services_get_sigterm_when_it_ends(

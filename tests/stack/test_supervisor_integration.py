@@ -26,6 +26,9 @@ import pytest
 from confluent_kafka import OFFSET_END, Consumer, Message, Producer, TopicPartition
 
 from stack.ports import free_ports, port_open
+
+# a zombie counts as dead: the killed supervisor's children are reaped by pid 1 whenever it likes
+from stack.procfs import alive as _alive
 from tests.stack.stack_ports import StackPorts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -270,15 +273,6 @@ def _assert_kept(kept: _Kept, mqtt_port: int, bootstrap: str) -> None:
         raise AssertionError("the acknowledged Kafka record was not read back")
     finally:
         consumer.close()
-
-
-def _alive(pid: int) -> bool:
-    # a zombie is dead: the killed supervisor's children are reaped by pid 1, whenever it likes
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
 
 
 def _records_arrive(bootstrap: str, timeout: float = 60) -> bool:
