@@ -49,6 +49,33 @@ def start_api(stack: ConsoleStack, port: int, log: Path, *extra: str) -> subproc
     return api
 
 
+def operator_console(
+    kafka_bootstrap: str, port: int, log: Path
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """A registry on ``kafka_bootstrap`` with an operator account `ops`, and `iot-api --console`
+    on ``port`` logging in against it (sampling every second, beside a bridge that is never
+    up), ready: the operator's secret and the process (stop it with stop_api)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    reg = [sys.executable, "-m", "registry", "--kafka-bootstrap", kafka_bootstrap, "--json"]
+    for args in (["init"], ["account", "create", "ops", "--role", "operator"]):
+        done = subprocess.run([*reg, *args], capture_output=True, text=True, env=env,
+                              timeout=120, check=True)  # fmt: skip
+    secret = json.loads(done.stdout)["secret"]
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        api = subprocess.Popen(
+            [sys.executable, "-m", "api", "--registry-auth", "--api-port", str(port),
+             "--kafka-bootstrap", kafka_bootstrap, "--console", "--console-sample-s", "1",
+             "--console-services", "bridge=http://127.0.0.1:9"],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz", 60)
+    except BaseException:
+        stop_api(api)
+        raise
+    return secret, api
+
+
 def stop_api(api: subprocess.Popen[bytes]) -> None:
     api.terminate()
     try:

@@ -3,10 +3,6 @@ Overview says Kafka is down (not a blank page), and so does a page that needs Ka
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +14,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from stack.launcher import Stack
 from stack.ports import free_ports
-from tests.api.console.conftest import Browser, _wait_http
+from tests.api.console.conftest import Browser, operator_console, stop_api
 from tests.api.console.test_pages import login
 
 pytestmark = pytest.mark.integration
@@ -33,23 +29,10 @@ def _text(driver: Any, css: str) -> str:
 
 def test_kafka_down_is_shown(local_stack_factory: Callable[..., Stack], tmp_path: Path) -> None:
     local = local_stack_factory(partitions=1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
-    reg = [sys.executable, "-m", "registry", "--kafka-bootstrap", local.kafka_bootstrap, "--json"]
-    for args in (["init"], ["account", "create", "ops", "--role", "operator"]):
-        done = subprocess.run([*reg, *args], capture_output=True, text=True, env=env,
-                              timeout=120, check=True)  # fmt: skip
-    secret = json.loads(done.stdout)["secret"]
     [port] = free_ports(1)
-    log = (tmp_path / "api.log").open("wb")
-    api = subprocess.Popen(
-        [sys.executable, "-m", "api", "--registry-auth", "--api-port", str(port),
-         "--kafka-bootstrap", local.kafka_bootstrap, "--console", "--console-sample-s", "1",
-         "--console-services", "bridge=http://127.0.0.1:9"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    secret, api = operator_console(local.kafka_bootstrap, port, tmp_path / "api.log")
     browser = Browser(f"http://127.0.0.1:{port}", tmp_path / "screenshots")
     try:
-        _wait_http(f"http://127.0.0.1:{port}/healthz", 60)
         login(browser, "ops", secret)
         wait = WebDriverWait(browser.driver, 60, poll_frequency=0.5)
         wait.until(lambda d: _text(d, "[data-service='kafka'] .value") == "up")
@@ -64,9 +47,4 @@ def test_kafka_down_is_shown(local_stack_factory: Callable[..., Stack], tmp_path
         browser.shot("topics-kafka-down")
     finally:
         browser.close()
-        api.terminate()
-        try:
-            api.wait(30)
-        except subprocess.TimeoutExpired:
-            api.kill()
-        log.close()
+        stop_api(api)

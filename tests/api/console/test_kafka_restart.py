@@ -5,10 +5,6 @@ noticed and replaced (`iot_api_kafka_client_renewals_total` on /metrics says so)
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -19,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from stack.launcher import Stack
 from stack.ports import free_ports
-from tests.api.console.conftest import Client, _wait_http
+from tests.api.console.conftest import Client, operator_console, stop_api
 
 pytestmark = pytest.mark.integration
 RECOVERY_S = 30.0  # issue 32's bound for every client path after a Kafka restart
@@ -58,26 +54,13 @@ def test_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_and_restart(
     local_stack_factory: Callable[..., Stack], tmp_path: Path
 ) -> None:
     local = local_stack_factory(partitions=1)  # its own Kafka: the test kills it
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
-    reg = [sys.executable, "-m", "registry", "--kafka-bootstrap", local.kafka_bootstrap, "--json"]
-    for args in (["init"], ["account", "create", "ops", "--role", "operator"]):
-        done = subprocess.run([*reg, *args], capture_output=True, text=True, env=env,
-                              timeout=120, check=True)  # fmt: skip
-    secret = json.loads(done.stdout)["secret"]
     group = "restart-test-group"
     _committed_group(local.kafka_bootstrap, group)
     [port] = free_ports(1)
     log_path = tmp_path / "api.log"
-    log = log_path.open("wb")
-    api = subprocess.Popen(
-        [sys.executable, "-m", "api", "--registry-auth", "--api-port", str(port),
-         "--kafka-bootstrap", local.kafka_bootstrap, "--console", "--console-sample-s", "1",
-         "--console-services", "bridge=http://127.0.0.1:9"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    secret, api = operator_console(local.kafka_bootstrap, port, log_path)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_http(f"{base}/healthz", 60)
         client = Client(base)
         client.login("ops", secret)
         deadline = time.monotonic() + 60
@@ -105,9 +88,4 @@ def test_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_and_restart(
             metrics = r.read().decode()
         assert 'iot_api_kafka_client_renewals_total{client="console-admin"}' in metrics
     finally:
-        api.terminate()
-        try:
-            api.wait(30)
-        except subprocess.TimeoutExpired:
-            api.kill()
-        log.close()
+        stop_api(api)
