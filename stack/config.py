@@ -30,6 +30,7 @@ class StackConfig(StackSettings):
         *,
         insecure_anonymous: bool = False,
         mqtt_autosave_changes: int | None = None,
+        kafka_jvm_options: str = "",
     ) -> StackConfig:
         """Only Mosquitto and Kafka (one node, or a cluster), on ports free now: for tests and
         benchmarks.
@@ -59,6 +60,7 @@ class StackConfig(StackSettings):
             kafka_nodes=kafka_nodes,
             partitions=partitions,
             kafka_heap=kafka_heap,
+            kafka_jvm_options=kafka_jvm_options,
             with_bridge=False,
             with_api=False,
             with_analytics=False,

@@ -33,6 +33,7 @@ from hypothesis import settings
 from stack.config import StackConfig
 from stack.launcher import Stack
 from stack.topics import DESIGN_TOPICS, TopicSpec, ensure_topics
+from tests.plugins.jvm_options import kafka_jvm_options  # sets IOT_KAFKA_JVM_OPTS for the run
 from tests.plugins.mqtt_logins import (
     MqttLogin,
     provision_devices,
@@ -84,7 +85,11 @@ def local_stack_config(
 ) -> StackConfig:
     """A stack config on free ports, nothing but the two servers."""
     return StackConfig.servers_on_free_ports(
-        data_dir, partitions, kafka_heap="512m", insecure_anonymous=insecure_anonymous
+        data_dir,
+        partitions,
+        kafka_heap="512m",
+        insecure_anonymous=insecure_anonymous,
+        kafka_jvm_options=kafka_jvm_options(),
     )
 
 
@@ -247,7 +252,11 @@ def local_cluster_factory(
 
     def make(nodes: int = 3, partitions: int = 6, **changes: Any) -> Stack:
         config = StackConfig.servers_on_free_ports(
-            tmp_path_factory.mktemp("local-cluster"), partitions, "384m", kafka_nodes=nodes
+            tmp_path_factory.mktemp("local-cluster"),
+            partitions,
+            "384m",
+            kafka_nodes=nodes,
+            kafka_jvm_options=kafka_jvm_options(),
         )
         # a node's restart took 65 s under a load average of 50 (other tests' JVMs)
         local = Stack(config.with_changes(**({"start_timeout": 180.0} | changes)))

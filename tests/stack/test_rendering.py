@@ -152,6 +152,19 @@ def test_kafka_nodes_on_their_own_hosts_listen_on_the_bind_address(tmp_path: Pat
     assert KafkaServer(cfg, 3).cluster_id() == "Zm9vYmFyYmF6cXV1eDEyMw"
 
 
+def test_kafka_jvm_options_come_before_the_main_class_and_are_read_from_the_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(KafkaServer, "format_storage", lambda self: False)  # no JVM run here
+    monkeypatch.setenv("IOT_KAFKA_JVM_OPTS", "-XX:TieredStopAtLevel=1  -Dx='a b'")
+    argv = KafkaServer(StackConfig.from_env(data_dir=tmp_path)).command()
+    main = argv.index("kafka.Kafka")
+    assert "-XX:TieredStopAtLevel=1" in argv[:main]
+    assert "-Dx=a b" in argv[:main]
+    plain = KafkaServer(StackConfig(data_dir=tmp_path / "plain")).command()
+    assert not any(arg.startswith("-XX:TieredStopAtLevel") for arg in plain)
+
+
 def test_cluster_nodes_get_a_smaller_heap_by_default(tmp_path: Path) -> None:
     assert StackConfig(data_dir=tmp_path).kafka_heap_size == "768m"
     assert StackConfig(data_dir=tmp_path, kafka_nodes=3).kafka_heap_size == "384m"
