@@ -87,8 +87,13 @@ class AppServices:
         cfg = self.config
         port = cfg.bridge_http_port_of(index)
         url = f"http://{cfg.connect_host}:{port}"
-        # separate: the `commands` service runs it; inline: a thread of the (first) bridge
-        inline = cfg.commands_mode == "inline" and index <= 1
+        sharded = cfg.mqtt_shards > 1
+        # separate: the `commands` service runs it; inline: a thread of the (first) bridge;
+        # with MQTT shards: a thread of each shard's bridge, for the devices of its shard
+        if sharded:
+            inline = cfg.commands_mode != "off"
+        else:
+            inline = cfg.commands_mode == "inline" and index <= 1
         env = (
             self._app_env()
             | self._login_env("bridge")
@@ -103,7 +108,21 @@ class AppServices:
         if index <= 1 and not cfg.insecure_anonymous:
             # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
             env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
-        if index >= 1:
+        if sharded:
+            # bridge-i reads shard i alone, on its own port: one subscription per shard, so
+            # a device's messages keep their order into Kafka, as with one Mosquitto
+            env |= {
+                "IOT_MQTT_PORT": str(cfg.mqtt_shard_ports[index - 1]),
+                "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
+            }
+            if inline:  # every shard's command path reads every command, sends its own
+                env |= {
+                    "IOT_COMMAND_SHARD": str(index - 1),
+                    "IOT_COMMAND_SHARDS": str(cfg.mqtt_shards),
+                    "IOT_COMMAND_GROUP_ID": f"iot-bridge-commands-shard-{index}",
+                    "IOT_COMMAND_MQTT_CLIENT_ID": f"iot-bridge-commands-{index}",
+                }
+        elif index >= 1:
             env |= {
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
                 "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
@@ -116,10 +135,12 @@ class AppServices:
         )
 
     def bridges(self) -> list[AppService]:
-        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription."""
-        if self.config.bridges == 1:
+        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription,
+        or one per MQTT shard (`bridge-i` reads shard i)."""
+        instances = self.config.bridge_instances
+        if instances == 1:
             return [self.bridge()]
-        return [self.bridge(i) for i in range(1, self.config.bridges + 1)]
+        return [self.bridge(i) for i in range(1, instances + 1)]
 
     def commands(self) -> AppService:
         """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
@@ -172,7 +193,9 @@ class AppServices:
                 "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
                 "IOT_CONSOLE_SERVICES": ",".join(
                     f"{b.name}=http://{host}:{cfg.bridge_http_port_of(i)}"
-                    for i, b in enumerate(self.bridges(), start=0 if cfg.bridges == 1 else 1)
+                    for i, b in enumerate(
+                        self.bridges(), start=0 if cfg.bridge_instances == 1 else 1
+                    )
                 )
                 + f",commands=http://{host}:{cfg.commands_http_port},"
                 f"analytics=http://{host}:{cfg.analytics_http_port}",

@@ -7,14 +7,16 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from registry.dynsec_plan import Command
 from stack import mqtt_tls
 from stack.app_services import AppServices
 from stack.config import StackConfig
 from stack.errors import StackError
+from stack.haproxy_server import HaproxyServer
 from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
@@ -113,10 +115,15 @@ class Stack(AppServices):
         # restarts it with backoff when it dies (docs/operations.md, "Supervision").
         self.link = SupervisorLink(config.run_dir) if config.supervise else None
         self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
-        self.mosquitto = MosquittoServer(config)
+        # `--mqtt-shards N` (N > 1): shards 1..N (the first is `mosquitto`) behind HAProxy
+        self.mqtt_shards = [MosquittoServer(config, i) for i in _shard_numbers(config.mqtt_shards)]
+        self.mosquitto = self.mqtt_shards[0] if self.mqtt_shards else MosquittoServer(config)
+        self.haproxy = HaproxyServer(config)
         self.kafka = _kafka_for(config, self.link)
         self.spark_master = SparkMaster(config)
-        self.mosquitto.process.supervisor = self.link
+        servers: list[Service] = [self.mosquitto, *self.mqtt_shards, self.haproxy]
+        for server in servers:
+            server.process.supervisor = self.link
         self.spark_master.process.supervisor = self.link
 
     @property
@@ -158,14 +165,35 @@ class Stack(AppServices):
             found.append((worker.name, worker))
         return found
 
+    def mqtt_tier(self) -> list[tuple[str, Service]]:
+        """Mosquitto; or its shards, then HAProxy in front of them."""
+        if not self.mqtt_shards:
+            return [("mosquitto", self.mosquitto)]
+        return [*((s.name, s) for s in self.mqtt_shards), ("haproxy", self.haproxy)]
+
+    def _shards_seen(self) -> set[int]:
+        """Shards an earlier `up --mqtt-shards N` left pid files for (`down`, `status`)."""
+        names = [path.stem for path in self.config.run_dir.glob("mosquitto-*.pid")]
+        suffixes = [name.removeprefix("mosquitto-") for name in names]
+        return {int(s) for s in suffixes if s.isdigit() and int(s) >= 2}
+
+    def _haproxy_left(self) -> bool:
+        return self.haproxy.process.record() is not None
+
+    def apply_offline(self, commands: Sequence[Command]) -> None:
+        """Dynsec ``commands`` into every shard's file (each stopped and started again)."""
+        for server in self.mqtt_shards or [self.mosquitto]:
+            server.apply_offline(commands)
+
     def services(self) -> list[tuple[str, Service]]:
-        found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto)]
+        found: list[tuple[str, Service]] = list(self.mqtt_tier())
         if not self.config.external_kafka:  # an existing cluster: no local broker
             found.append(("kafka", self.kafka))
         found += self.spark_cluster()
         if self.config.with_bridge:
             found += [(bridge.name, bridge) for bridge in self.bridges()]
-            if self.config.commands_mode == "separate":
+            # with MQTT shards, each shard's bridge runs the command path of its devices
+            if self.config.commands_mode == "separate" and self.config.mqtt_shards == 1:
                 found.append(("commands", self.commands()))
         if self.config.with_api:
             found.append(("api", self.api()))
@@ -177,10 +205,16 @@ class Stack(AppServices):
 
     def _all_known(self) -> list[tuple[str, Service]]:
         # `down`/`status` must find whatever an earlier `up` started, whatever its flags.
-        wanted = set(range(1, self.config.bridges + 1)) if self.config.bridges > 1 else set()
+        instances = self.config.bridge_instances
+        wanted = set(range(1, instances + 1)) if instances > 1 else set()
         shared = [self.bridge(i) for i in sorted(wanted | self._bridge_instances_seen())]
+        shards = [MosquittoServer(self.config, i) for i in sorted(self._shards_seen())]
+        more_shards = [(s.name, s) for s in shards if s.name not in dict(self.mqtt_tier())]
         return [
-            ("mosquitto", self.mosquitto),
+            *self.mqtt_tier(),
+            *more_shards,
+            # HAProxy of an earlier sharded `up`, when this call has no shards
+            *([("haproxy", self.haproxy)] if not self.mqtt_shards and self._haproxy_left() else []),
             ("kafka", self._kafka_as_started()),
             *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
@@ -213,7 +247,8 @@ class Stack(AppServices):
                     service.start()
                     started.append((name, service))
                     progress(f"{name} ready")
-                if name == "kafka" or (name == "mosquitto" and self.config.external_kafka):
+                last_mqtt = self.mqtt_tier()[-1][0]
+                if name == "kafka" or (name == last_mqtt and self.config.external_kafka):
                     self._after_kafka(progress)
         except BaseException as exc:
             # Leave nothing half-started behind: stop what this call started, newest first,
@@ -252,7 +287,8 @@ class Stack(AppServices):
         if not cfg.insecure_anonymous:
             provision(
                 cfg.kafka_bootstrap, cfg.connect_host, cfg.mqtt_port, cfg.secrets_dir,
-                self.device_ids(), progress=progress, offline=self.mosquitto.apply_offline,
+                self.device_ids(), progress=progress, offline=self.apply_offline,
+                shard_ports=[server.port for server in self.mqtt_shards],
             )  # fmt: skip
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
@@ -273,7 +309,7 @@ class Stack(AppServices):
         if recorded:
             # the processes the last `up` started, whatever flags `status` was given (an
             # `up --commands-mode inline` has no `commands` process to miss)
-            apps = {name for name, _ in self._all_known()} - _SERVERS
+            apps = {name for name, _ in self._all_known() if not _is_server(name)}
             wanted = (wanted - apps) | (apps & set(recorded))
             if recorded.get("kafka_nodes") == "external":
                 wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
@@ -305,6 +341,8 @@ class Stack(AppServices):
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
+        if name == "mosquitto" and self.mqtt_shards and isinstance(service, MosquittoServer):
+            return f"{service.url} (shard {service.shard})"
         if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
             tls = self._recorded_endpoints().get("mqtt_tls", "off")
             return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
@@ -317,6 +355,11 @@ class Stack(AppServices):
             return service.bootstrap
         if name == "supervisor":
             return str(self.supervisor.link.state_path)
+        if isinstance(service, MosquittoServer):  # a shard
+            return f"{service.url} (shard {service.shard})"
+        if isinstance(service, HaproxyServer):
+            shards = self._recorded_endpoints().get("mqtt_shards") or str(self.config.mqtt_shards)
+            return f"{self.config.mqtt_url} -> {shards} MQTT shards"
         # what the `up` that started it printed, whatever flags `status` was given
         recorded = self._recorded_endpoints().get(name)
         if recorded and service.running():
@@ -344,8 +387,10 @@ class Stack(AppServices):
             found["kafka_nodes"] = "external"
         elif self.config.kafka_nodes > 1:
             found["kafka_nodes"] = str(self.config.kafka_nodes)
+        if self.mqtt_shards:
+            found["mqtt_shards"] = str(len(self.mqtt_shards))
         for name, service in self.services():
-            if name not in _SERVERS:
+            if not _is_server(name):
                 found[name] = self._endpoint(name, service)
         if self.link is not None:
             found["supervisor"] = str(self.supervisor.link.state_path)
@@ -378,7 +423,16 @@ class Stack(AppServices):
         path.write_text(json.dumps(self.endpoints(), indent=2) + "\n")
 
 
-_SERVERS = {"mosquitto", "kafka"}
+_SERVERS = {"mosquitto", "kafka", "haproxy"}
+
+
+def _is_server(name: str) -> bool:
+    return name in _SERVERS or name.startswith("mosquitto-")
+
+
+def _shard_numbers(shards: int) -> list[int]:
+    """The MQTT shards' numbers (1..N), none when Mosquitto is not sharded."""
+    return list(range(1, shards + 1)) if shards > 1 else []
 
 
 def _kafka_for(config: StackConfig, link: SupervisorLink | None) -> KafkaServer | KafkaCluster:
