@@ -90,10 +90,7 @@ class AppServices:
         sharded = cfg.mqtt_shards > 1
         # separate: the `commands` service runs it; inline: a thread of the (first) bridge;
         # with MQTT shards: a thread of each shard's bridge, for the devices of its shard
-        if sharded:
-            inline = cfg.commands_mode != "off"
-        else:
-            inline = cfg.commands_mode == "inline" and index <= 1
+        inline = cfg.commands_mode == "inline" and (sharded or index <= 1)
         env = (
             self._app_env()
             | self._login_env("bridge")
@@ -115,13 +112,8 @@ class AppServices:
                 "IOT_MQTT_PORT": str(cfg.mqtt_shard_ports[index - 1]),
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
             }
-            if inline:  # every shard's command path reads every command, sends its own
-                env |= {
-                    "IOT_COMMAND_SHARD": str(index - 1),
-                    "IOT_COMMAND_SHARDS": str(cfg.mqtt_shards),
-                    "IOT_COMMAND_GROUP_ID": f"iot-bridge-commands-shard-{index}",
-                    "IOT_COMMAND_MQTT_CLIENT_ID": f"iot-bridge-commands-{index}",
-                }
+            if inline:
+                env |= self._command_shard_env(index)
         elif index >= 1:
             env |= {
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
@@ -142,21 +134,47 @@ class AppServices:
             return [self.bridge()]
         return [self.bridge(i) for i in range(1, instances + 1)]
 
-    def commands(self) -> AppService:
-        """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
+    def _command_shard_env(self, index: int) -> dict[str, str]:
+        """Shard ``index``'s command path (1-based): it reads every command (a consumer group
+        of its own) and sends those of its shard's devices, on that shard."""
         cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
+        return {
+            "IOT_MQTT_PORT": str(cfg.mqtt_port + index),  # shard i's own port
+            "IOT_COMMAND_SHARD": str(index - 1),
+            # (`status`/`down` without --mqtt-shards build the shards' services to find them)
+            "IOT_COMMAND_SHARDS": str(max(cfg.mqtt_shards, index)),
+            "IOT_COMMAND_GROUP_ID": f"iot-bridge-commands-shard-{index}",
+            "IOT_COMMAND_MQTT_CLIENT_ID": f"iot-bridge-commands-{index}",
+        }
+
+    def commands(self, index: int = 0) -> AppService:
+        """The command path as its own process (`iot-cmd serve`), apart from the bridge;
+        index i >= 1: `commands-i`, the one of MQTT shard i (`--mqtt-shards N`)."""
+        cfg = self.config
+        port = cfg.commands_http_port_of(index)
+        url = f"http://{cfg.connect_host}:{port}"
         env = (
             self._app_env()
             | self._login_env("commands")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
-                "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
+                "IOT_COMMAND_HTTP_PORT": str(port),
             }
         )
+        if index >= 1:
+            env |= self._command_shard_env(index)
         return self._http_service(
-            "commands", [sys.executable, "-m", "commands.cli", "serve"], env, url
+            f"commands-{index}" if index >= 1 else "commands",
+            [sys.executable, "-m", "commands.cli", "serve"],
+            env,
+            url,
         )
+
+    def command_paths(self) -> list[AppService]:
+        """What `up` starts in `separate` mode: `commands`, or `commands-i` per MQTT shard."""
+        if self.config.mqtt_shards == 1:
+            return [self.commands()]
+        return [self.commands(i) for i in range(1, self.config.mqtt_shards + 1)]
 
     def api(self) -> AppService:
         """iot-api, the HTTP door: registry Basic auth, or anonymous when the stack is."""

@@ -299,6 +299,7 @@ def _run(args: argparse.Namespace) -> int:
         provision(
             args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
             stack.device_ids(), progress=_say,
+            shard_ports=stack.recorded_shard_ports(),
         )  # fmt: skip
         _say(f"provisioned; secrets in {cfg.secrets_dir}")
         return 0

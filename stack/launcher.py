@@ -13,6 +13,7 @@ from typing import Protocol
 
 from registry.dynsec_plan import Command
 from stack import mqtt_tls
+from stack.app_service import AppService
 from stack.app_services import AppServices
 from stack.config import StackConfig
 from stack.errors import StackError
@@ -20,6 +21,7 @@ from stack.haproxy_server import HaproxyServer
 from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
 from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
+from stack.mqtt_shards import shard_ports
 from stack.process import ManagedProcess
 from stack.provisioning import provision
 from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
@@ -177,6 +179,13 @@ class Stack(AppServices):
         suffixes = [name.removeprefix("mosquitto-") for name in names]
         return {int(s) for s in suffixes if s.isdigit() and int(s) >= 2}
 
+    def _shard_command_paths(self) -> list[AppService]:
+        """`commands-i` of this config's shards and of those an earlier `up` started."""
+        names = [path.stem for path in self.config.run_dir.glob("commands-*.pid")]
+        seen = {int(n[9:]) for n in names if n[9:].isdigit() and int(n[9:]) >= 1}
+        wanted = set(range(1, self.config.mqtt_shards + 1)) if self.mqtt_shards else set()
+        return [self.commands(i) for i in sorted(seen | wanted)]
+
     def _haproxy_left(self) -> bool:
         return self.haproxy.process.record() is not None
 
@@ -192,9 +201,8 @@ class Stack(AppServices):
         found += self.spark_cluster()
         if self.config.with_bridge:
             found += [(bridge.name, bridge) for bridge in self.bridges()]
-            # with MQTT shards, each shard's bridge runs the command path of its devices
-            if self.config.commands_mode == "separate" and self.config.mqtt_shards == 1:
-                found.append(("commands", self.commands()))
+            if self.config.commands_mode == "separate":  # one per MQTT shard with shards
+                found += [(path.name, path) for path in self.command_paths()]
         if self.config.with_api:
             found.append(("api", self.api()))
         if self.config.with_analytics:
@@ -220,6 +228,7 @@ class Stack(AppServices):
             ("bridge", self.bridge()),
             *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
+            *[(path.name, path) for path in self._shard_command_paths()],
             ("api", self.api()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
@@ -341,8 +350,8 @@ class Stack(AppServices):
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
-        if name == "mosquitto" and self.mqtt_shards and isinstance(service, MosquittoServer):
-            return f"{service.url} (shard {service.shard})"
+        if name == "mosquitto" and self.recorded_shard_ports():
+            return f"mqtt://{self.config.connect_host}:{self.config.mqtt_port + 1} (shard 1)"
         if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
             tls = self._recorded_endpoints().get("mqtt_tls", "off")
             return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
@@ -369,6 +378,14 @@ class Stack(AppServices):
     def recorded_kafka_nodes(self) -> str | None:
         """The last `up`'s Kafka: a node count, or "external" (None: one local node)."""
         return self._recorded_endpoints().get("kafka_nodes")
+
+    def recorded_shard_ports(self) -> list[int]:
+        """The MQTT shards' ports of the last `up` (`--mqtt-shards N`; none: one Mosquitto),
+        whatever flags this call has: `provision` and `status` need no `--mqtt-shards`."""
+        if self.mqtt_shards:
+            return [server.port for server in self.mqtt_shards]
+        shards = self._recorded_endpoints().get("mqtt_shards", "")
+        return shard_ports(self.config.mqtt_port, int(shards)) if shards.isdigit() else []
 
     def recorded_auth(self) -> str | None:
         """How the last `up` started Mosquitto (anonymous or not), if it recorded it."""

@@ -306,6 +306,10 @@ class StackSettings:
         """How many `bridge-i` instances `up` starts: one per MQTT shard, or `bridges`."""
         return self.mqtt_shards if self.mqtt_shards > 1 else self.bridges
 
+    def commands_http_port_of(self, index: int) -> int:
+        """`commands`' port; `commands-i`'s (one per MQTT shard): + 10 x (i - 1)."""
+        return self.commands_http_port + BRIDGE_PORT_STEP * (max(index, 1) - 1)
+
     @property
     def mqtt_shard_ports(self) -> list[int]:
         """The MQTT shards' own ports (none with one shard: Mosquitto is on mqtt_port)."""

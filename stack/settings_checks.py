@@ -85,6 +85,14 @@ def _check_shards(s: StackSettings) -> None:
             f"give mqtt_shards ({s.mqtt_shards}) or bridges ({s.bridges}), not both: with "
             "shards, each shard has its own bridge"
         )
+    commands = [s.commands_http_port_of(i) for i in range(1, s.mqtt_shards + 1)]
+    bridges = {s.bridge_http_port_of(i) for i in range(1, s.mqtt_shards + 1)}
+    if commands[-1] > 65535 or bridges & set(commands) or s.analytics_http_port in commands:
+        raise StackError(
+            f"the command paths of {s.mqtt_shards} shards take ports {commands[0]}, "
+            f"{commands[0]} + 10, ... {commands[-1]}: clear of the bridges' and analytics' "
+            "ports and at most 65535 (move commands_http_port)"
+        )
     if s.mqtt_tls and not s.insecure_anonymous:
         raise StackError(
             "the sharded MQTT tier has no TLS listener yet (HAProxy must read each CONNECT: "
