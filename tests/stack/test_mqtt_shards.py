@@ -94,3 +94,46 @@ def test_up_with_zero_shards_or_too_many_says_why(
     assert cli.main([*base, "--mqtt-port", "65530", "--mqtt-shards", "8"]) == 1
     assert "past 65535: at most 5 shards above mqtt_port 65530" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_two_shards_render_shards_haproxy_and_a_bridge_and_command_path_each(
+    tmp_path: Path,
+) -> None:
+    from stack.launcher import Stack
+
+    stack = Stack(StackConfig(data_dir=tmp_path, mqtt_port=21883, mqtt_tls=False, mqtt_shards=2))
+    names = [name for name, _ in stack.services()]
+    assert names == [
+        "mosquitto", "mosquitto-2", "haproxy", "kafka",
+        "bridge-1", "bridge-2", "commands-1", "commands-2", "api",
+    ]  # fmt: skip
+    assert [s.port for s in stack.mqtt_shards] == [21884, 21885]
+    assert [s.home.name for s in stack.mqtt_shards] == ["mosquitto", "mosquitto-2"]
+    conf = stack.mqtt_shards[1].render_config().read_text()
+    assert "listener 21885 127.0.0.1" in conf
+    haproxy_conf = stack.haproxy.render_config().read_text()  # `haproxy -c` passed
+    assert "bind 127.0.0.1:21883" in haproxy_conf
+    assert "server mosquitto-2 127.0.0.1:21885" in haproxy_conf
+    for i, bridge in enumerate(stack.bridges(), start=1):
+        assert bridge.env["IOT_MQTT_PORT"] == str(21883 + i)  # its shard, not HAProxy
+        assert bridge.env["IOT_MQTT_CLIENT_ID"] == f"iot-bridge-{i}"
+        assert "IOT_MQTT_SHARE_GROUP" not in bridge.env  # one subscription per shard
+        assert bridge.env["IOT_COMMANDS_ENABLED"] == "0"
+    for i, path in enumerate(stack.command_paths(), start=1):
+        assert path.env["IOT_MQTT_PORT"] == str(21883 + i)
+        assert path.env["IOT_COMMAND_SHARD"] == str(i - 1)
+        assert path.env["IOT_COMMAND_SHARDS"] == "2"
+        assert path.env["IOT_COMMAND_GROUP_ID"] == f"iot-bridge-commands-shard-{i}"
+        assert path.env["IOT_COMMAND_HTTP_PORT"] == str(9101 + 10 * (i - 1))
+        assert path.env["IOT_MQTT_USERNAME"] == "svc/commands"
+    assert stack.endpoints()["mqtt_shards"] == "2"
+
+
+def test_one_shard_is_the_one_mosquitto_of_before(tmp_path: Path) -> None:
+    from stack.launcher import Stack
+
+    stack = Stack(StackConfig(data_dir=tmp_path))
+    assert [name for name, _ in stack.services()][:2] == ["mosquitto", "kafka"]
+    assert stack.mqtt_shards == []
+    assert stack.mosquitto.port == 1883
+    assert "mqtt_shards" not in stack.endpoints()
