@@ -175,3 +175,25 @@ class DynsecFanout(DynsecClient):
     def close(self) -> None:
         for shard in self.shards:
             shard.close()
+
+
+def parse_ports(text: str) -> tuple[int, ...]:
+    """``"1884,1885"`` -> (1884, 1885); "" -> (): the MQTT shards' own ports."""
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError as exc:
+        raise DynsecError(f"MQTT shard ports must be comma-separated ports, got {text!r}") from exc
+    if any(not 0 < p < 65536 for p in ports):
+        raise DynsecError(f"MQTT shard ports must be 1-65535, got {text!r}")
+    return ports
+
+
+def admin_client(
+    host: str, port: int, username: str, password: str, shard_ports: Sequence[int] = ()
+) -> DynsecClient:
+    """Mosquitto's dynamic security as its admin, not started: the one Mosquitto on ``port``,
+    or every shard (``shard_ports``, `iot-stack up --mqtt-shards N`): behind HAProxy an admin
+    connection reaches one shard only, so each shard is reached on its own port."""
+    if shard_ports:
+        return DynsecFanout(host, shard_ports, username, password)
+    return DynsecClient(host, port, username, password)

@@ -198,6 +198,9 @@ class AppServices:
             api_login = account_login(cfg.secrets_dir, "api")
             env["IOT_MQTT_USERNAME"] = api_login.username
             env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
+        if cfg.mqtt_shards > 1:  # registry changes over HTTP reach every shard
+            ports = ",".join(str(p) for p in cfg.mqtt_shard_ports)
+            env |= {"IOT_REGISTRY_MQTT_SHARD_PORTS": ports, "IOT_CONSOLE_MQTT_SHARD_PORTS": ports}
         if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
             env |= {
                 "IOT_TLS_PORT": str(cfg.api_tls_port),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import ids
-from registry.dynsec import DynsecClient, DynsecFanout
+from registry.dynsec import DynsecClient, admin_client
 from registry.dynsec_plan import Command
 from registry.errors import RegistryError
 from registry.hashing import ScryptParams
@@ -136,11 +136,7 @@ def registry_session(
         created = store.ensure_topics()
         if created:
             progress(f"created registry topics: {', '.join(created)}")
-        mosquitto = (
-            DynsecFanout(mqtt_host, shard_ports, ADMIN_USERNAME, admin)
-            if shard_ports
-            else DynsecClient(mqtt_host, mqtt_port, ADMIN_USERNAME, admin)
-        ).start()
+        mosquitto = admin_client(mqtt_host, mqtt_port, ADMIN_USERNAME, admin, shard_ports).start()
         yield Registry.open(store, local_admin(actor), mosquitto, write=True), mosquitto
     finally:
         if mosquitto is not None:

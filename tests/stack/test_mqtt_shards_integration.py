@@ -184,6 +184,21 @@ def test_two_shards_keep_each_device_on_its_shard_in_order_with_commands(
             device.disconnect()
             device.connect()  # back through HAProxy, for the command below
 
+        # a device added live (`iot-devices`, given the shards' ports) may log in on every
+        # shard: through HAProxy, and on each shard's own port
+        registry = [
+            "--kafka-bootstrap", stack.bootstrap, "--mqtt-host", "127.0.0.1",
+            "--mqtt-port", str(stack.mqtt),
+            "--mqtt-shard-ports", f"{stack.mqtt + 1},{stack.mqtt + 2}",
+            "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
+            "--json",
+        ]  # fmt: skip
+        added = json.loads(_cli("registry", [*registry, "device", "add", "late-1"], env))
+        late = _Device("late-1", added["secret"], stack.mqtt)
+        for port in (stack.mqtt, stack.mqtt + 1, stack.mqtt + 2):
+            late.connect(port)
+            late.disconnect()
+
         # a command reaches a device on each shard (sent by that shard's `commands-i`)
         client = CommandClient(stack.bootstrap)
         try:
