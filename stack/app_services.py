@@ -170,6 +170,14 @@ class AppServices:
             url,
         )
 
+    def shard_command_paths(self) -> list[AppService]:
+        """`commands-i` of this config's shards and of those an earlier `up` started."""
+        names = [path.stem for path in self.config.run_dir.glob("commands-*.pid")]
+        seen = {int(n[9:]) for n in names if n[9:].isdigit() and int(n[9:]) >= 1}
+        shards = self.config.mqtt_shards
+        wanted = set(range(1, shards + 1)) if shards > 1 else set()
+        return [self.commands(i) for i in sorted(seen | wanted)]
+
     def command_paths(self) -> list[AppService]:
         """What `up` starts in `separate` mode: `commands`, or `commands-i` per MQTT shard."""
         if self.config.mqtt_shards == 1:

@@ -7,21 +7,17 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
-from registry.dynsec_plan import Command
 from stack import mqtt_tls
-from stack.app_service import AppService
 from stack.app_services import AppServices
 from stack.config import StackConfig
 from stack.errors import StackError
-from stack.haproxy_server import HaproxyServer
 from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
-from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
-from stack.mqtt_shards import shard_ports
+from stack.mosquitto_server import INSECURE_WARNING
+from stack.mqtt_tier import MqttTier, Service, is_server
 from stack.process import ManagedProcess
 from stack.provisioning import provision
 from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
@@ -30,14 +26,6 @@ from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
-
-
-class Service(Protocol):
-    process: ManagedProcess
-
-    def start(self) -> None: ...
-    def stop(self, timeout: float = ...) -> bool: ...
-    def running(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -108,7 +96,7 @@ class SupervisorService:
         return self.process.running()
 
 
-class Stack(AppServices):
+class Stack(AppServices, MqttTier):
     """Mosquitto + Kafka, then the appliance's own processes, under one data dir."""
 
     def __init__(self, config: StackConfig) -> None:
@@ -117,15 +105,9 @@ class Stack(AppServices):
         # restarts it with backoff when it dies (docs/operations.md, "Supervision").
         self.link = SupervisorLink(config.run_dir) if config.supervise else None
         self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
-        # `--mqtt-shards N` (N > 1): shards 1..N (the first is `mosquitto`) behind HAProxy
-        self.mqtt_shards = [MosquittoServer(config, i) for i in _shard_numbers(config.mqtt_shards)]
-        self.mosquitto = self.mqtt_shards[0] if self.mqtt_shards else MosquittoServer(config)
-        self.haproxy = HaproxyServer(config)
+        self._init_mqtt_tier(config, self.link)
         self.kafka = _kafka_for(config, self.link)
         self.spark_master = SparkMaster(config)
-        servers: list[Service] = [self.mosquitto, *self.mqtt_shards, self.haproxy]
-        for server in servers:
-            server.process.supervisor = self.link
         self.spark_master.process.supervisor = self.link
 
     @property
@@ -167,33 +149,6 @@ class Stack(AppServices):
             found.append((worker.name, worker))
         return found
 
-    def mqtt_tier(self) -> list[tuple[str, Service]]:
-        """Mosquitto; or its shards, then HAProxy in front of them."""
-        if not self.mqtt_shards:
-            return [("mosquitto", self.mosquitto)]
-        return [*((s.name, s) for s in self.mqtt_shards), ("haproxy", self.haproxy)]
-
-    def _shards_seen(self) -> set[int]:
-        """Shards an earlier `up --mqtt-shards N` left pid files for (`down`, `status`)."""
-        names = [path.stem for path in self.config.run_dir.glob("mosquitto-*.pid")]
-        suffixes = [name.removeprefix("mosquitto-") for name in names]
-        return {int(s) for s in suffixes if s.isdigit() and int(s) >= 2}
-
-    def _shard_command_paths(self) -> list[AppService]:
-        """`commands-i` of this config's shards and of those an earlier `up` started."""
-        names = [path.stem for path in self.config.run_dir.glob("commands-*.pid")]
-        seen = {int(n[9:]) for n in names if n[9:].isdigit() and int(n[9:]) >= 1}
-        wanted = set(range(1, self.config.mqtt_shards + 1)) if self.mqtt_shards else set()
-        return [self.commands(i) for i in sorted(seen | wanted)]
-
-    def _haproxy_left(self) -> bool:
-        return self.haproxy.process.record() is not None
-
-    def apply_offline(self, commands: Sequence[Command]) -> None:
-        """Dynsec ``commands`` into every shard's file (each stopped and started again)."""
-        for server in self.mqtt_shards or [self.mosquitto]:
-            server.apply_offline(commands)
-
     def services(self) -> list[tuple[str, Service]]:
         found: list[tuple[str, Service]] = list(self.mqtt_tier())
         if not self.config.external_kafka:  # an existing cluster: no local broker
@@ -216,19 +171,14 @@ class Stack(AppServices):
         instances = self.config.bridge_instances
         wanted = set(range(1, instances + 1)) if instances > 1 else set()
         shared = [self.bridge(i) for i in sorted(wanted | self._bridge_instances_seen())]
-        shards = [MosquittoServer(self.config, i) for i in sorted(self._shards_seen())]
-        more_shards = [(s.name, s) for s in shards if s.name not in dict(self.mqtt_tier())]
         return [
-            *self.mqtt_tier(),
-            *more_shards,
-            # HAProxy of an earlier sharded `up`, when this call has no shards
-            *([("haproxy", self.haproxy)] if not self.mqtt_shards and self._haproxy_left() else []),
+            *self.mqtt_tier_known(),
             ("kafka", self._kafka_as_started()),
             *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
             *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
-            *[(path.name, path) for path in self._shard_command_paths()],
+            *[(path.name, path) for path in self.shard_command_paths()],
             ("api", self.api()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
@@ -318,7 +268,7 @@ class Stack(AppServices):
         if recorded:
             # the processes the last `up` started, whatever flags `status` was given (an
             # `up --commands-mode inline` has no `commands` process to miss)
-            apps = {name for name, _ in self._all_known() if not _is_server(name)}
+            apps = {name for name, _ in self._all_known() if not is_server(name)}
             wanted = (wanted - apps) | (apps & set(recorded))
             if recorded.get("kafka_nodes") == "external":
                 wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
@@ -350,8 +300,8 @@ class Stack(AppServices):
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
-        if name == "mosquitto" and self.recorded_shard_ports():
-            return f"mqtt://{self.config.connect_host}:{self.config.mqtt_port + 1} (shard 1)"
+        if (shard := self.shard_endpoint(name, service)) is not None:
+            return shard
         if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
             tls = self._recorded_endpoints().get("mqtt_tls", "off")
             return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
@@ -364,11 +314,6 @@ class Stack(AppServices):
             return service.bootstrap
         if name == "supervisor":
             return str(self.supervisor.link.state_path)
-        if isinstance(service, MosquittoServer):  # a shard
-            return f"{service.url} (shard {service.shard})"
-        if isinstance(service, HaproxyServer):
-            shards = self._recorded_endpoints().get("mqtt_shards") or str(self.config.mqtt_shards)
-            return f"{self.config.mqtt_url} -> {shards} MQTT shards"
         # what the `up` that started it printed, whatever flags `status` was given
         recorded = self._recorded_endpoints().get(name)
         if recorded and service.running():
@@ -378,14 +323,6 @@ class Stack(AppServices):
     def recorded_kafka_nodes(self) -> str | None:
         """The last `up`'s Kafka: a node count, or "external" (None: one local node)."""
         return self._recorded_endpoints().get("kafka_nodes")
-
-    def recorded_shard_ports(self) -> list[int]:
-        """The MQTT shards' ports of the last `up` (`--mqtt-shards N`; none: one Mosquitto),
-        whatever flags this call has: `provision` and `status` need no `--mqtt-shards`."""
-        if self.mqtt_shards:
-            return [server.port for server in self.mqtt_shards]
-        shards = self._recorded_endpoints().get("mqtt_shards", "")
-        return shard_ports(self.config.mqtt_port, int(shards)) if shards.isdigit() else []
 
     def recorded_auth(self) -> str | None:
         """How the last `up` started Mosquitto (anonymous or not), if it recorded it."""
@@ -407,7 +344,7 @@ class Stack(AppServices):
         if self.mqtt_shards:
             found["mqtt_shards"] = str(len(self.mqtt_shards))
         for name, service in self.services():
-            if not _is_server(name):
+            if not is_server(name):
                 found[name] = self._endpoint(name, service)
         if self.link is not None:
             found["supervisor"] = str(self.supervisor.link.state_path)
@@ -438,18 +375,6 @@ class Stack(AppServices):
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"
         path.write_text(json.dumps(self.endpoints(), indent=2) + "\n")
-
-
-_SERVERS = {"mosquitto", "kafka", "haproxy"}
-
-
-def _is_server(name: str) -> bool:
-    return name in _SERVERS or name.startswith("mosquitto-")
-
-
-def _shard_numbers(shards: int) -> list[int]:
-    """The MQTT shards' numbers (1..N), none when Mosquitto is not sharded."""
-    return list(range(1, shards + 1)) if shards > 1 else []
 
 
 def _kafka_for(config: StackConfig, link: SupervisorLink | None) -> KafkaServer | KafkaCluster:
