@@ -131,6 +131,11 @@ class ApiConfig:
         "127.0.0.1", "Mosquitto for registry changes over HTTP (dynamic security)."
     )
     registry_mqtt_port: int = _setting(1883, "Mosquitto port for registry changes over HTTP.")
+    registry_mqtt_shard_ports: str = _setting(
+        "",
+        "With `iot-stack up --mqtt-shards N`: the shards' own ports (comma separated); registry "
+        "changes over HTTP then go to each shard instead of registry_mqtt_port.",
+    )
     registry_admin_password_file: str = _setting(
         "",
         "File with the password of Mosquitto's svc/registry admin client: devices added over "

@@ -76,6 +76,15 @@ class CommandConfig(BridgeConfig):
     command_max_inflight: int = _setting(
         1000, "Command publishes in flight to Mosquitto (unacknowledged QoS 1) at most."
     )
+    command_shards: int = _setting(
+        1,
+        "MQTT shards of the appliance (`iot-stack up --mqtt-shards N`); with more than 1 this "
+        "command path sends only the commands of the devices of shard command_shard (crc32 of "
+        "the device id mod N, bridge/shards.py) and group commands, and connects to that shard.",
+    )
+    command_shard: int = _setting(
+        0, "Which MQTT shard (0-based) this command path serves, with command_shards > 1."
+    )
     command_http_port: int = _setting(
         9101,
         "Port of `iot-cmd serve`'s metrics (/metrics) and health (/healthz, /readyz) endpoint, "
@@ -103,6 +112,10 @@ class CommandConfig(BridgeConfig):
         need(
             0 < len(self.command_mqtt_client_id) <= 120,
             "command_mqtt_client_id must be 1-120 characters (publisher links add -pN)",
+        )
+        need(
+            1 <= self.command_shards <= 64 and 0 <= self.command_shard < self.command_shards,
+            "need 1 <= command_shards <= 64 and 0 <= command_shard < command_shards",
         )
         need(1 <= self.command_max_inflight <= 65535, "command_max_inflight must be 1-65535")
         need(0 <= self.command_mqtt_publishers <= 64, "command_mqtt_publishers must be 0-64")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
+from bridge.shards import shard_of
 from commands.actions import (
     Action,
     DeadLetterAction,
@@ -315,8 +316,23 @@ class CommandService:
         if ready and self._link is not None:
             self._link.ack(ready, generation)
 
+    def _other_shard(self, parsed: Command | Rejection) -> bool:
+        """Whether another shard's command path handles this record (`command_shards` > 1):
+        a device's command goes out on the shard that holds the device, a group's on every
+        shard, and shard 0 alone rejects what cannot be parsed (one dead letter, not N)."""
+        cfg = self.config
+        if cfg.command_shards == 1:
+            return False
+        if isinstance(parsed, Rejection):
+            return cfg.command_shard != 0
+        device = parsed.target.device_id
+        return device is not None and shard_of(device, cfg.command_shards) != cfg.command_shard
+
     def _handle_commands(self, records: list[tuple[Source, Command | Rejection]], now: int) -> None:
         for source, parsed in records:
+            if self._other_shard(parsed):
+                self._commands.release(source)  # done here: its offset may be committed
+                continue
             if isinstance(parsed, Rejection):
                 self.stats["rejected"] += 1
                 log.warning(

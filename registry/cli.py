@@ -20,7 +20,7 @@ from typing import Any
 from registry import cli_certs, dynsec_config, hashing, ids
 from registry.audit import AuditRecord
 from registry.config import RegistryConfig, add_arguments
-from registry.dynsec import DynsecClient
+from registry.dynsec import DynsecClient, admin_client, parse_ports
 from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import Quotas, Role, public_view
@@ -262,7 +262,8 @@ def _mosquitto(cfg: RegistryConfig) -> DynsecClient | None:
         log.warning("no admin password file: changes go to the registry only, not to Mosquitto")
         return None
     password = cfg.admin_password_file.read_text().strip()
-    return DynsecClient(cfg.mqtt_host, cfg.mqtt_port, ADMIN_USERNAME, password).start()
+    shards = parse_ports(cfg.mqtt_shard_ports)
+    return admin_client(cfg.mqtt_host, cfg.mqtt_port, ADMIN_USERNAME, password, shards).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ class RegistryConfig:
     mqtt_port: int
     admin_password_file: Path | None
     ca_dir: Path = Path("var/ca")
+    mqtt_shard_ports: str = ""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RegistryConfig:
@@ -31,6 +32,7 @@ class RegistryConfig:
             mqtt_port=args.mqtt_port,
             admin_password_file=Path(password_file) if password_file else None,
             ca_dir=Path(args.ca_dir),
+            mqtt_shard_ports=args.mqtt_shard_ports,
         )
 
 
@@ -61,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=int(env("IOT_MQTT_PORT", "1883")),
         help="Mosquitto port (env IOT_MQTT_PORT).",
+    )
+    parser.add_argument(
+        "--mqtt-shard-ports",
+        default=env("IOT_REGISTRY_MQTT_SHARD_PORTS", ""),
+        help="With `iot-stack up --mqtt-shards N`: the shards' own ports, comma separated "
+        "(MQTT port + 1 .. + N); every change then goes to each shard "
+        "(env IOT_REGISTRY_MQTT_SHARD_PORTS).",
     )
     parser.add_argument(
         "--admin-password-file",

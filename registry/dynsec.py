@@ -141,3 +141,59 @@ class DynsecClient:
         if client is not None:
             client.disconnect()
             client.loop_stop()
+
+
+class DynsecFanout(DynsecClient):
+    """Dynamic security of several Mosquittos kept alike (the shards of `iot-stack up
+    --mqtt-shards N`): every call goes to each, in order; answers and clients are the first's.
+    The shards start from copies of one dynsec file, so the same commands keep them equal."""
+
+    def __init__(
+        self, host: str, ports: Sequence[int], username: str, password: str, timeout: float = 10.0
+    ) -> None:
+        if not ports:
+            raise DynsecError("no Mosquitto to manage")
+        super().__init__(host, ports[0], username, password, timeout)
+        self.shards = [DynsecClient(host, p, username, password, timeout) for p in ports]
+
+    def start(self) -> DynsecFanout:
+        try:
+            for shard in self.shards:
+                shard.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def call(self, commands: Sequence[Command]) -> list[dict[str, Any]]:
+        results = [shard.call(commands) for shard in self.shards]
+        return results[0]
+
+    def list_clients(self) -> list[str]:
+        return self.shards[0].list_clients()
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+
+def parse_ports(text: str) -> tuple[int, ...]:
+    """``"1884,1885"`` -> (1884, 1885); "" -> (): the MQTT shards' own ports."""
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError as exc:
+        raise DynsecError(f"MQTT shard ports must be comma-separated ports, got {text!r}") from exc
+    if any(not 0 < p < 65536 for p in ports):
+        raise DynsecError(f"MQTT shard ports must be 1-65535, got {text!r}")
+    return ports
+
+
+def admin_client(
+    host: str, port: int, username: str, password: str, shard_ports: Sequence[int] = ()
+) -> DynsecClient:
+    """Mosquitto's dynamic security as its admin, not started: the one Mosquitto on ``port``,
+    or every shard (``shard_ports``, `iot-stack up --mqtt-shards N`): behind HAProxy an admin
+    connection reaches one shard only, so each shard is reached on its own port."""
+    if shard_ports:
+        return DynsecFanout(host, shard_ports, username, password)
+    return DynsecClient(host, port, username, password)

@@ -87,8 +87,10 @@ class AppServices:
         cfg = self.config
         port = cfg.bridge_http_port_of(index)
         url = f"http://{cfg.connect_host}:{port}"
-        # separate: the `commands` service runs it; inline: a thread of the (first) bridge
-        inline = cfg.commands_mode == "inline" and index <= 1
+        sharded = cfg.mqtt_shards > 1
+        # separate: the `commands` service runs it; inline: a thread of the (first) bridge;
+        # with MQTT shards: a thread of each shard's bridge, for the devices of its shard
+        inline = cfg.commands_mode == "inline" and (sharded or index <= 1)
         env = (
             self._app_env()
             | self._login_env("bridge")
@@ -103,7 +105,16 @@ class AppServices:
         if index <= 1 and not cfg.insecure_anonymous:
             # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
             env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
-        if index >= 1:
+        if sharded:
+            # bridge-i reads shard i alone, on its own port: one subscription per shard, so
+            # a device's messages keep their order into Kafka, as with one Mosquitto
+            env |= {
+                "IOT_MQTT_PORT": str(cfg.mqtt_shard_ports[index - 1]),
+                "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
+            }
+            if inline:
+                env |= self._command_shard_env(index)
+        elif index >= 1:
             env |= {
                 "IOT_MQTT_CLIENT_ID": f"{BRIDGE_SHARE_GROUP}-{index}",
                 "IOT_MQTT_SHARE_GROUP": BRIDGE_SHARE_GROUP,
@@ -116,26 +127,62 @@ class AppServices:
         )
 
     def bridges(self) -> list[AppService]:
-        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription."""
-        if self.config.bridges == 1:
+        """What `up` starts: the one bridge, or `bridge-1` .. `bridge-N` sharing a subscription,
+        or one per MQTT shard (`bridge-i` reads shard i)."""
+        instances = self.config.bridge_instances
+        if instances == 1:
             return [self.bridge()]
-        return [self.bridge(i) for i in range(1, self.config.bridges + 1)]
+        return [self.bridge(i) for i in range(1, instances + 1)]
 
-    def commands(self) -> AppService:
-        """The command path as its own process (`iot-cmd serve`), apart from the bridge."""
+    def _command_shard_env(self, index: int) -> dict[str, str]:
+        """Shard ``index``'s command path (1-based): it reads every command (a consumer group
+        of its own) and sends those of its shard's devices, on that shard."""
         cfg = self.config
-        url = f"http://{cfg.connect_host}:{cfg.commands_http_port}"
+        return {
+            "IOT_MQTT_PORT": str(cfg.mqtt_port + index),  # shard i's own port
+            "IOT_COMMAND_SHARD": str(index - 1),
+            # (`status`/`down` without --mqtt-shards build the shards' services to find them)
+            "IOT_COMMAND_SHARDS": str(max(cfg.mqtt_shards, index)),
+            "IOT_COMMAND_GROUP_ID": f"iot-bridge-commands-shard-{index}",
+            "IOT_COMMAND_MQTT_CLIENT_ID": f"iot-bridge-commands-{index}",
+        }
+
+    def commands(self, index: int = 0) -> AppService:
+        """The command path as its own process (`iot-cmd serve`), apart from the bridge;
+        index i >= 1: `commands-i`, the one of MQTT shard i (`--mqtt-shards N`)."""
+        cfg = self.config
+        port = cfg.commands_http_port_of(index)
+        url = f"http://{cfg.connect_host}:{port}"
         env = (
             self._app_env()
             | self._login_env("commands")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
-                "IOT_COMMAND_HTTP_PORT": str(cfg.commands_http_port),
+                "IOT_COMMAND_HTTP_PORT": str(port),
             }
         )
+        if index >= 1:
+            env |= self._command_shard_env(index)
         return self._http_service(
-            "commands", [sys.executable, "-m", "commands.cli", "serve"], env, url
+            f"commands-{index}" if index >= 1 else "commands",
+            [sys.executable, "-m", "commands.cli", "serve"],
+            env,
+            url,
         )
+
+    def shard_command_paths(self) -> list[AppService]:
+        """`commands-i` of this config's shards and of those an earlier `up` started."""
+        names = [path.stem for path in self.config.run_dir.glob("commands-*.pid")]
+        seen = {int(n[9:]) for n in names if n[9:].isdigit() and int(n[9:]) >= 1}
+        shards = self.config.mqtt_shards
+        wanted = set(range(1, shards + 1)) if shards > 1 else set()
+        return [self.commands(i) for i in sorted(seen | wanted)]
+
+    def command_paths(self) -> list[AppService]:
+        """What `up` starts in `separate` mode: `commands`, or `commands-i` per MQTT shard."""
+        if self.config.mqtt_shards == 1:
+            return [self.commands()]
+        return [self.commands(i) for i in range(1, self.config.mqtt_shards + 1)]
 
     def api(self) -> AppService:
         """iot-api, the HTTP door: registry Basic auth, or anonymous when the stack is."""
@@ -159,6 +206,9 @@ class AppServices:
             api_login = account_login(cfg.secrets_dir, "api")
             env["IOT_MQTT_USERNAME"] = api_login.username
             env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
+        if cfg.mqtt_shards > 1:  # registry changes over HTTP reach every shard
+            ports = ",".join(str(p) for p in cfg.mqtt_shard_ports)
+            env |= {"IOT_REGISTRY_MQTT_SHARD_PORTS": ports, "IOT_CONSOLE_MQTT_SHARD_PORTS": ports}
         if cfg.api_tls_port:  # HTTPS beside HTTP, certificate from the appliance CA
             env |= {
                 "IOT_TLS_PORT": str(cfg.api_tls_port),
@@ -172,7 +222,9 @@ class AppServices:
                 "IOT_CONSOLE_MQTT_PORT": str(cfg.mqtt_port),
                 "IOT_CONSOLE_SERVICES": ",".join(
                     f"{b.name}=http://{host}:{cfg.bridge_http_port_of(i)}"
-                    for i, b in enumerate(self.bridges(), start=0 if cfg.bridges == 1 else 1)
+                    for i, b in enumerate(
+                        self.bridges(), start=0 if cfg.bridge_instances == 1 else 1
+                    )
                 )
                 + f",commands=http://{host}:{cfg.commands_http_port},"
                 f"analytics=http://{host}:{cfg.analytics_http_port}",

@@ -161,6 +161,12 @@ def _up_flags(parser: argparse.ArgumentParser) -> None:
         "across them (docs/scaling.md); env IOT_STACK_BRIDGES",
     )  # fmt: skip
     parser.add_argument(
+        "--mqtt-shards", type=int,
+        help="Mosquitto processes (default 1) behind HAProxy on --mqtt-port, each device sent "
+        "to its shard by a hash of its client id; shard i listens on mqtt_port + i and has its "
+        "own bridge-i and command path (docs/scaling.md); env IOT_STACK_MQTT_SHARDS",
+    )  # fmt: skip
+    parser.add_argument(
         "--commands-mode", choices=COMMANDS_MODES, default=None,
         help="the command path: its own process `commands` (separate, default), a thread of "
         "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
@@ -293,6 +299,7 @@ def _run(args: argparse.Namespace) -> int:
         provision(
             args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
             stack.device_ids(), progress=_say,
+            shard_ports=stack.recorded_shard_ports(),
         )  # fmt: skip
         _say(f"provisioned; secrets in {cfg.secrets_dir}")
         return 0

@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from stack import mqtt_tls
 from stack.app_services import AppServices
@@ -17,7 +16,8 @@ from stack.config import StackConfig
 from stack.errors import StackError
 from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
-from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
+from stack.mosquitto_server import INSECURE_WARNING
+from stack.mqtt_tier import MqttTier, Service, is_server
 from stack.process import ManagedProcess
 from stack.provisioning import provision
 from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
@@ -26,14 +26,6 @@ from stack.supervisor_link import SupervisorLink
 from stack.topics import DESIGN_TOPICS, ensure_topics
 
 log = logging.getLogger(__name__)
-
-
-class Service(Protocol):
-    process: ManagedProcess
-
-    def start(self) -> None: ...
-    def stop(self, timeout: float = ...) -> bool: ...
-    def running(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +96,7 @@ class SupervisorService:
         return self.process.running()
 
 
-class Stack(AppServices):
+class Stack(AppServices, MqttTier):
     """Mosquitto + Kafka, then the appliance's own processes, under one data dir."""
 
     def __init__(self, config: StackConfig) -> None:
@@ -113,10 +105,9 @@ class Stack(AppServices):
         # restarts it with backoff when it dies (docs/operations.md, "Supervision").
         self.link = SupervisorLink(config.run_dir) if config.supervise else None
         self.supervisor = SupervisorService(config, SupervisorLink(config.run_dir))
-        self.mosquitto = MosquittoServer(config)
+        self._init_mqtt_tier(config, self.link)
         self.kafka = _kafka_for(config, self.link)
         self.spark_master = SparkMaster(config)
-        self.mosquitto.process.supervisor = self.link
         self.spark_master.process.supervisor = self.link
 
     @property
@@ -159,14 +150,14 @@ class Stack(AppServices):
         return found
 
     def services(self) -> list[tuple[str, Service]]:
-        found: list[tuple[str, Service]] = [("mosquitto", self.mosquitto)]
+        found: list[tuple[str, Service]] = list(self.mqtt_tier())
         if not self.config.external_kafka:  # an existing cluster: no local broker
             found.append(("kafka", self.kafka))
         found += self.spark_cluster()
         if self.config.with_bridge:
             found += [(bridge.name, bridge) for bridge in self.bridges()]
-            if self.config.commands_mode == "separate":
-                found.append(("commands", self.commands()))
+            if self.config.commands_mode == "separate":  # one per MQTT shard with shards
+                found += [(path.name, path) for path in self.command_paths()]
         if self.config.with_api:
             found.append(("api", self.api()))
         if self.config.with_analytics:
@@ -177,15 +168,17 @@ class Stack(AppServices):
 
     def _all_known(self) -> list[tuple[str, Service]]:
         # `down`/`status` must find whatever an earlier `up` started, whatever its flags.
-        wanted = set(range(1, self.config.bridges + 1)) if self.config.bridges > 1 else set()
+        instances = self.config.bridge_instances
+        wanted = set(range(1, instances + 1)) if instances > 1 else set()
         shared = [self.bridge(i) for i in sorted(wanted | self._bridge_instances_seen())]
         return [
-            ("mosquitto", self.mosquitto),
+            *self.mqtt_tier_known(),
             ("kafka", self._kafka_as_started()),
             *self.spark_cluster(worker_numbers(self.config, self._recorded_endpoints())),
             ("bridge", self.bridge()),
             *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
+            *[(path.name, path) for path in self.shard_command_paths()],
             ("api", self.api()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
@@ -213,7 +206,8 @@ class Stack(AppServices):
                     service.start()
                     started.append((name, service))
                     progress(f"{name} ready")
-                if name == "kafka" or (name == "mosquitto" and self.config.external_kafka):
+                last_mqtt = self.mqtt_tier()[-1][0]
+                if name == "kafka" or (name == last_mqtt and self.config.external_kafka):
                     self._after_kafka(progress)
         except BaseException as exc:
             # Leave nothing half-started behind: stop what this call started, newest first,
@@ -252,7 +246,8 @@ class Stack(AppServices):
         if not cfg.insecure_anonymous:
             provision(
                 cfg.kafka_bootstrap, cfg.connect_host, cfg.mqtt_port, cfg.secrets_dir,
-                self.device_ids(), progress=progress, offline=self.mosquitto.apply_offline,
+                self.device_ids(), progress=progress, offline=self.apply_offline,
+                shard_ports=[server.port for server in self.mqtt_shards],
             )  # fmt: skip
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
@@ -273,7 +268,7 @@ class Stack(AppServices):
         if recorded:
             # the processes the last `up` started, whatever flags `status` was given (an
             # `up --commands-mode inline` has no `commands` process to miss)
-            apps = {name for name, _ in self._all_known()} - _SERVERS
+            apps = {name for name, _ in self._all_known() if not is_server(name)}
             wanted = (wanted - apps) | (apps & set(recorded))
             if recorded.get("kafka_nodes") == "external":
                 wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
@@ -305,6 +300,8 @@ class Stack(AppServices):
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
+        if (shard := self.shard_endpoint(name, service)) is not None:
+            return shard
         if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
             tls = self._recorded_endpoints().get("mqtt_tls", "off")
             return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
@@ -344,8 +341,10 @@ class Stack(AppServices):
             found["kafka_nodes"] = "external"
         elif self.config.kafka_nodes > 1:
             found["kafka_nodes"] = str(self.config.kafka_nodes)
+        if self.mqtt_shards:
+            found["mqtt_shards"] = str(len(self.mqtt_shards))
         for name, service in self.services():
-            if name not in _SERVERS:
+            if not is_server(name):
                 found[name] = self._endpoint(name, service)
         if self.link is not None:
             found["supervisor"] = str(self.supervisor.link.state_path)
@@ -376,9 +375,6 @@ class Stack(AppServices):
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"
         path.write_text(json.dumps(self.endpoints(), indent=2) + "\n")
-
-
-_SERVERS = {"mosquitto", "kafka"}
 
 
 def _kafka_for(config: StackConfig, link: SupervisorLink | None) -> KafkaServer | KafkaCluster:

@@ -50,17 +50,39 @@ def dynsec_plugin() -> Path:
     return found[0]
 
 
+def shard_name(shard: int) -> str:
+    """Shard 1 (or the one Mosquitto) is `mosquitto`, with the data dir it always had; shard
+    i > 1 is `mosquitto-i`."""
+    return "mosquitto" if shard <= 1 else f"mosquitto-{shard}"
+
+
 class MosquittoServer:
-    def __init__(self, config: StackConfig) -> None:
+    """One Mosquitto: the stack's only one (``shard`` 0), or shard ``i`` (1-based) of
+    `--mqtt-shards N`, listening on mqtt_port + i on the connect host (HAProxy holds
+    mqtt_port), without the TLS listener."""
+
+    def __init__(self, config: StackConfig, shard: int = 0) -> None:
         self.config = config
-        self.home = config.data_dir / "mosquitto"
+        self.shard = shard
+        self.name = shard_name(shard)
+        if shard:
+            self.host, self.port = config.connect_host, config.mqtt_port + shard
+        else:
+            self.host, self.port = config.bind_host, config.mqtt_port
+        self.home = config.data_dir / self.name
         self.conf_path = self.home / "mosquitto.conf"
         # In Mosquitto's own (writable) dir: the plugin rewrites the file on every change.
         self.dynsec_path = self.home / "dynsec.json"
         # refused log-ins and publishes per user, written by the metrics plugin; the bridge
         # exports them per tenant (docs/security.md, "Metrics per tenant")
         self.auth_metrics_path = self.home / "auth_metrics.json"
-        self.process = ManagedProcess("mosquitto", config.run_dir, config.log_dir / "mosquitto.log")
+        self.process = ManagedProcess(
+            self.name, config.run_dir, config.log_dir / f"{self.name}.log"
+        )
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.config.connect_host}:{self.port}"
 
     def _binary(self) -> str:
         found = shutil.which("mosquitto") or (
@@ -76,6 +98,12 @@ class MosquittoServer:
         An existing file is Mosquitto's live state (every device and account): never replaced.
         """
         secret_path = admin_secret(self.config.secrets_dir)
+        first = self.config.data_dir / shard_name(1) / self.dynsec_path.name
+        if self.shard > 1 and not self.dynsec_path.exists() and first.exists():
+            # a new shard starts from shard 1's clients (every change then goes to each)
+            self.home.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(first, self.dynsec_path)
+            self.dynsec_path.chmod(0o600)
         if self.dynsec_path.exists():
             if read_secret(secret_path) is None:
                 raise StackError(
@@ -148,10 +176,10 @@ class MosquittoServer:
         cfg = self.config
         self.home.mkdir(parents=True, exist_ok=True)
         text = Template(paths.mosquitto_template().read_text()).substitute(
-            port=cfg.mqtt_port,
-            bind_host=cfg.bind_host,
+            port=self.port,
+            bind_host=self.host,
             auth=self._auth_lines(),
-            tls_listener=mqtt_tls.listener_lines(cfg),
+            tls_listener="" if self.shard else mqtt_tls.listener_lines(cfg),
             data_dir=self.home,
             # on changes: the interval counts changes, no longer seconds (one or the other)
             autosave_on_changes="true" if cfg.mqtt_autosave_changes else "false",
@@ -175,14 +203,15 @@ class MosquittoServer:
         self.process.wait_ready(
             lambda: (
                 READY_LINE in self.process.log_since_start()
-                and port_open(self.config.connect_host, self.config.mqtt_port)
+                and port_open(self.config.connect_host, self.port)
                 and (
-                    not mqtt_tls.enabled(self.config)
+                    self.shard > 0
+                    or not mqtt_tls.enabled(self.config)
                     or port_open(self.config.connect_host, self.config.mqtt_tls_port)
                 )
             ),
             self.config.start_timeout,
-            f"listening on {self.config.mqtt_url}",
+            f"listening on {self.url}",
         )
 
     def stop(self, timeout: float = 30.0) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import ids
-from registry.dynsec import DynsecClient
+from registry.dynsec import DynsecClient, admin_client
 from registry.dynsec_plan import Command
 from registry.errors import RegistryError
 from registry.hashing import ScryptParams
@@ -94,13 +94,16 @@ def provision(
     *,
     progress: Callable[[str], None] = log.info,
     offline: Offline | None = None,
+    shard_ports: Sequence[int] = (),
 ) -> Provisioned:
     """Service accounts and devices, the missing ones. With ``offline`` (the launcher, which
-    owns Mosquitto), a bulk of new devices reaches Mosquitto through its dynsec file."""
+    owns Mosquitto), a bulk of new devices reaches Mosquitto through its dynsec file. With
+    ``shard_ports`` (`--mqtt-shards N`), every change goes to each shard on its own port."""
     try:
         with registry_session(
-            kafka_bootstrap, mqtt_host, mqtt_port, secrets_dir, actor=ACTOR, progress=progress
-        ) as (registry, mosquitto):
+            kafka_bootstrap, mqtt_host, mqtt_port, secrets_dir, actor=ACTOR, progress=progress,
+            shard_ports=shard_ports,
+        ) as (registry, mosquitto):  # fmt: skip
             return _provision(
                 registry, mosquitto, secrets_dir, device_ids, progress, offline=offline
             )
@@ -117,9 +120,11 @@ def registry_session(
     *,
     actor: str,
     progress: Callable[[str], None] = log.info,
+    shard_ports: Sequence[int] = (),
 ) -> Iterator[tuple[Registry, DynsecClient]]:
     """The registry, writable as the local admin ``actor``, with Mosquitto's dynsec behind it
-    (the admin secret from ``secrets_dir``); both closed on exit."""
+    (the admin secret from ``secrets_dir``; every shard's with ``shard_ports``); both closed
+    on exit."""
     admin = read_secret(admin_secret(secrets_dir))
     if admin is None:
         raise StackError(f"no registry admin secret in {admin_secret(secrets_dir)}")
@@ -131,7 +136,7 @@ def registry_session(
         created = store.ensure_topics()
         if created:
             progress(f"created registry topics: {', '.join(created)}")
-        mosquitto = DynsecClient(mqtt_host, mqtt_port, ADMIN_USERNAME, admin).start()
+        mosquitto = admin_client(mqtt_host, mqtt_port, ADMIN_USERNAME, admin, shard_ports).start()
         yield Registry.open(store, local_admin(actor), mosquitto, write=True), mosquitto
     finally:
         if mosquitto is not None:

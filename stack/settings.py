@@ -11,6 +11,7 @@ from typing import Any, Self
 
 from stack.errors import StackError
 from stack.kafka_layout import KafkaNode, bootstrap, node_layout
+from stack.mqtt_shards import shard_ports
 from stack.settings_checks import check_settings
 from stack.supervision import RestartPolicy
 
@@ -136,6 +137,13 @@ class StackSettings:
         1,
         "bridge processes; more than 1 share one MQTT subscription ($share/iot-bridge/...), "
         "each with its own session and metrics port, and per-device order is then not kept",
+    )
+    mqtt_shards: int = _setting(
+        "IOT_STACK_MQTT_SHARDS",
+        1,
+        "Mosquitto processes behind one listener (mqtt_port, HAProxy routing each client by a "
+        "hash of its client id); each on mqtt_port + i with its own bridge-i; 1 = one Mosquitto "
+        "on mqtt_port (docs/scaling.md)",
     )
     commands_mode: str = _setting(
         "IOT_STACK_COMMANDS_MODE",
@@ -298,6 +306,20 @@ class StackSettings:
     def bridge_http_port_of(self, index: int) -> int:
         """The metrics/health port of shared bridge instance `index` (1-based)."""
         return self.bridge_http_port + BRIDGE_PORT_STEP * (max(index, 1) - 1)
+
+    @property
+    def bridge_instances(self) -> int:
+        """How many `bridge-i` instances `up` starts: one per MQTT shard, or `bridges`."""
+        return self.mqtt_shards if self.mqtt_shards > 1 else self.bridges
+
+    def commands_http_port_of(self, index: int) -> int:
+        """`commands`' port; `commands-i`'s (one per MQTT shard): + 10 x (i - 1)."""
+        return self.commands_http_port + BRIDGE_PORT_STEP * (max(index, 1) - 1)
+
+    @property
+    def mqtt_shard_ports(self) -> list[int]:
+        """The MQTT shards' own ports (none with one shard: Mosquitto is on mqtt_port)."""
+        return shard_ports(self.mqtt_port, self.mqtt_shards)
 
     @property
     def controller_port(self) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.config import check_master
 from spark_jobs.errors import ConfigError
 from stack.errors import StackError
+from stack.mqtt_shards import check_shards
 
 if TYPE_CHECKING:
     from stack.settings import StackSettings
@@ -39,11 +40,13 @@ def check_settings(s: StackSettings) -> None:
         raise StackError(f"api_tls_port must be a TCP port or 0, got {s.api_tls_port}")
     if not 1 <= s.bridges <= MAX_BRIDGES:
         raise StackError(f"bridges must be 1-{MAX_BRIDGES}, got {s.bridges}")
-    bridge_ports = [s.bridge_http_port_of(i) for i in range(1, s.bridges + 1)]
+    _check_shards(s)
+    instances = s.bridge_instances
+    bridge_ports = [s.bridge_http_port_of(i) for i in range(1, instances + 1)]
     if bridge_ports[-1] > 65535:
-        raise StackError(f"bridge {s.bridges}'s HTTP port {bridge_ports[-1]} is over 65535")
+        raise StackError(f"bridge {instances}'s HTTP port {bridge_ports[-1]} is over 65535")
     for name in ("commands_http_port", "analytics_http_port"):
-        if s.bridges > 1 and getattr(s, name) in bridge_ports:
+        if instances > 1 and getattr(s, name) in bridge_ports:
             raise StackError(f"{name} {getattr(s, name)} is one of the bridges' ports")
     if s.commands_mode not in COMMANDS_MODES:
         raise StackError(
@@ -64,6 +67,37 @@ def check_settings(s: StackSettings) -> None:
     _check_spark(s)
     if not 0 < s.restart_backoff_initial <= s.restart_backoff_max:
         raise StackError("need 0 < restart_backoff_initial <= restart_backoff_max")
+
+
+def _check_shards(s: StackSettings) -> None:
+    """`--mqtt-shards N`: 1-64 shards on mqtt_port + 1 .. + N, clear of the other ports; one
+    bridge per shard (not `--bridges`), no TLS listener yet (HAProxy reads the CONNECT)."""
+    others = {"mqtt_tls_port": s.mqtt_tls_port} if s.mqtt_tls else {}
+    others |= {
+        name: getattr(s, name)
+        for name in ("kafka_port", "bridge_http_port", "commands_http_port", "api_port")
+    }
+    check_shards(s.mqtt_port, s.mqtt_shards, others)
+    if s.mqtt_shards == 1:
+        return
+    if s.bridges > 1:
+        raise StackError(
+            f"give mqtt_shards ({s.mqtt_shards}) or bridges ({s.bridges}), not both: with "
+            "shards, each shard has its own bridge"
+        )
+    commands = [s.commands_http_port_of(i) for i in range(1, s.mqtt_shards + 1)]
+    bridges = {s.bridge_http_port_of(i) for i in range(1, s.mqtt_shards + 1)}
+    if commands[-1] > 65535 or bridges & set(commands) or s.analytics_http_port in commands:
+        raise StackError(
+            f"the command paths of {s.mqtt_shards} shards take ports {commands[0]}, "
+            f"{commands[0]} + 10, ... {commands[-1]}: clear of the bridges' and analytics' "
+            "ports and at most 65535 (move commands_http_port)"
+        )
+    if s.mqtt_tls and not s.insecure_anonymous:
+        raise StackError(
+            "the sharded MQTT tier has no TLS listener yet (HAProxy must read each CONNECT: "
+            "docs/scaling.md): add --no-mqtt-tls (IOT_STACK_MQTT_TLS=0) with --mqtt-shards"
+        )
 
 
 def _check_spark(s: StackSettings) -> None:

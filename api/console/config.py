@@ -34,6 +34,11 @@ class ConsoleConfig:
     )
     console_mqtt_host: str = _setting("127.0.0.1", "Mosquitto for registry changes (dynsec).")
     console_mqtt_port: int = _setting(1883, "Mosquitto port for registry changes.")
+    console_mqtt_shard_ports: str = _setting(
+        "",
+        "With `iot-stack up --mqtt-shards N`: the shards' own ports (comma separated); device "
+        "changes then go to each shard instead of console_mqtt_port.",
+    )
     console_admin_password_file: str = _setting(
         "",
         "File with the password of Mosquitto's svc/registry admin client; without it device "

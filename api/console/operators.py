@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from api.console.roles import may_log_in
-from registry.dynsec import DynsecClient
+from registry.dynsec import admin_client, parse_ports
 from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import Actor
@@ -36,8 +36,12 @@ class Operators:
         mqtt_host: str,
         mqtt_port: int,
         admin_password_file: str,
+        *,
+        shard_ports: str = "",
     ) -> None:
         self.bootstrap = bootstrap
+        # `iot-stack up --mqtt-shards N`: changes go to each shard on its own port
+        self.shard_ports = parse_ports(shard_ports)
         self.topic = topic
         self.mqtt_host = mqtt_host
         self.mqtt_port = mqtt_port
@@ -108,8 +112,8 @@ class Operators:
             try:
                 if self.password_file is not None:
                     password = self.password_file.read_text().strip()
-                    mosquitto = DynsecClient(
-                        self.mqtt_host, self.mqtt_port, ADMIN_USERNAME, password
+                    mosquitto = admin_client(
+                        self.mqtt_host, self.mqtt_port, ADMIN_USERNAME, password, self.shard_ports
                     ).start()
                 registry = Registry.open(store, actor, mosquitto, write=True)
                 result = change(registry)

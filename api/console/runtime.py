@@ -47,7 +47,7 @@ class Console:
         self.sessions = SessionStore(cfg.console_session_ttl_s, cfg.console_idle_s)
         self.operators = Operators(
             bootstrap, registry_topic, cfg.console_mqtt_host, cfg.console_mqtt_port,
-            cfg.console_admin_password_file,
+            cfg.console_admin_password_file, shard_ports=cfg.console_mqtt_shard_ports,
         )  # fmt: skip
         self.kafka = KafkaView(bootstrap)
         self.fleet = FleetState()

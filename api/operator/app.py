@@ -57,6 +57,7 @@ class OperatorHandlers(RegistryRoutes):
         self.operators = Operators(
             cfg.kafka_bootstrap, cfg.registry_topic, cfg.registry_mqtt_host,
             cfg.registry_mqtt_port, cfg.registry_admin_password_file,
+            shard_ports=cfg.registry_mqtt_shard_ports,
         )  # fmt: skip
         self.feed = FleetFeed(cfg.kafka_bootstrap, cfg.topic_command_status,
                               cfg.topic_command_replies)  # fmt: skip

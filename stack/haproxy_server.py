@@ -1,0 +1,73 @@
+"""HAProxy (Debian's package) in front of the MQTT shards of `iot-stack up --mqtt-shards N`:
+the one MQTT listener address (mqtt_port), every connection sent to the shard of its client
+id. Its config is :func:`stack.haproxy_config.render`'s, checked with ``haproxy -c`` first."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from stack.config import StackConfig
+from stack.errors import StackError
+from stack.haproxy_config import ShardAddress, render
+from stack.ports import port_open
+from stack.process import ManagedProcess
+
+
+def haproxy_binary() -> str:
+    found = shutil.which("haproxy") or (
+        "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
+    )
+    if found is None:
+        raise StackError("haproxy not found: `make setup` installs Debian's package")
+    return found
+
+
+def check_config(path: Path) -> None:
+    """``haproxy -c -f path``; StackError with HAProxy's own words when it refuses it."""
+    done = subprocess.run(
+        [haproxy_binary(), "-c", "-q", "-f", str(path)], check=False, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise StackError(f"haproxy refused {path}: {(done.stderr or done.stdout).strip()}")
+
+
+class HaproxyServer:
+    name = "haproxy"
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.home = config.data_dir / "haproxy"
+        self.conf_path = self.home / "haproxy.cfg"
+        self.process = ManagedProcess("haproxy", config.run_dir, config.log_dir / "haproxy.log")
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.config.mqtt_url} -> {len(self.config.mqtt_shard_ports)} shards"
+
+    def render_config(self) -> Path:
+        cfg = self.config
+        shards = [ShardAddress(cfg.connect_host, port) for port in cfg.mqtt_shard_ports]
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(render(cfg.bind_host, cfg.mqtt_port, shards))
+        check_config(self.conf_path)
+        return self.conf_path
+
+    def command(self) -> list[str]:
+        # -db: in the foreground, as the supervisor expects its children
+        return [haproxy_binary(), "-db", "-f", str(self.render_config())]
+
+    def start(self) -> None:
+        self.process.start(self.command())
+        self.process.wait_ready(
+            lambda: port_open(self.config.connect_host, self.config.mqtt_port),
+            self.config.start_timeout,
+            f"listening on {self.config.mqtt_url}",
+        )
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        return self.process.stop(timeout)
+
+    def running(self) -> bool:
+        return self.process.running()

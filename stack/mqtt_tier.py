@@ -1,0 +1,95 @@
+"""The stack's MQTT tier: one Mosquitto, or `--mqtt-shards N` Mosquitto shards behind HAProxy
+(docs/operations.md, "MQTT shards"); a base class of :class:`~stack.launcher.Stack`, as
+:class:`~stack.app_services.AppServices` is for the appliance's own processes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Protocol
+
+from registry.dynsec_plan import Command
+from stack.config import StackConfig
+from stack.haproxy_server import HaproxyServer
+from stack.mosquitto_server import MosquittoServer
+from stack.mqtt_shards import shard_ports
+from stack.process import ManagedProcess
+from stack.supervisor_link import SupervisorLink
+
+
+class Service(Protocol):
+    """What the launcher starts, stops and watches: a server or one of the services."""
+
+    process: ManagedProcess
+
+    def start(self) -> None: ...
+    def stop(self, timeout: float = ...) -> bool: ...
+    def running(self) -> bool: ...
+
+
+class MqttTier:
+    config: StackConfig
+
+    def _init_mqtt_tier(self, config: StackConfig, link: SupervisorLink | None) -> None:
+        # `--mqtt-shards N` (N > 1): shards 1..N (the first is `mosquitto`) behind HAProxy
+        shards = range(1, config.mqtt_shards + 1) if config.mqtt_shards > 1 else range(0)
+        self.mqtt_shards = [MosquittoServer(config, i) for i in shards]
+        self.mosquitto = self.mqtt_shards[0] if self.mqtt_shards else MosquittoServer(config)
+        self.haproxy = HaproxyServer(config)
+        servers: list[Service] = [self.mosquitto, *self.mqtt_shards, self.haproxy]
+        for server in servers:
+            server.process.supervisor = link
+
+    def mqtt_tier(self) -> list[tuple[str, Service]]:
+        """Mosquitto; or its shards, then HAProxy in front of them."""
+        if not self.mqtt_shards:
+            return [("mosquitto", self.mosquitto)]
+        return [*((s.name, s) for s in self.mqtt_shards), ("haproxy", self.haproxy)]
+
+    def mqtt_tier_known(self) -> list[tuple[str, Service]]:
+        """The MQTT tier as `down`/`status` must find it: also the shards and HAProxy an
+        earlier `up --mqtt-shards N` left pid files for, whatever this call's flags."""
+        names = [path.stem for path in self.config.run_dir.glob("mosquitto-*.pid")]
+        seen = sorted({int(n[10:]) for n in names if n[10:].isdigit() and int(n[10:]) >= 2})
+        ours = dict(self.mqtt_tier())
+        more: list[tuple[str, Service]] = [
+            (s.name, s)
+            for s in (MosquittoServer(self.config, i) for i in seen)
+            if s.name not in ours
+        ]
+        if not self.mqtt_shards and self.haproxy.process.record() is not None:
+            more.append(("haproxy", self.haproxy))
+        return [*self.mqtt_tier(), *more]
+
+    def apply_offline(self, commands: Sequence[Command]) -> None:
+        """Dynsec ``commands`` into every shard's file (each stopped and started again)."""
+        for server in self.mqtt_shards or [self.mosquitto]:
+            server.apply_offline(commands)
+
+    def recorded_shard_ports(self) -> list[int]:
+        """The MQTT shards' ports of the last `up` (`--mqtt-shards N`; none: one Mosquitto),
+        whatever flags this call has: `provision` and `status` need no `--mqtt-shards`."""
+        if self.mqtt_shards:
+            return [server.port for server in self.mqtt_shards]
+        try:
+            recorded = json.loads((self.config.data_dir / "stack.json").read_text())
+            shards = str(recorded.get("mqtt_shards", ""))
+        except (OSError, ValueError, AttributeError):
+            return []
+        return shard_ports(self.config.mqtt_port, int(shards)) if shards.isdigit() else []
+
+    def shard_endpoint(self, name: str, service: object) -> str | None:
+        """`status`'s endpoint of a shard or of HAProxy (None: neither)."""
+        if name == "mosquitto" and self.recorded_shard_ports():
+            return f"mqtt://{self.config.connect_host}:{self.config.mqtt_port + 1} (shard 1)"
+        if isinstance(service, MosquittoServer) and service.shard:
+            return f"{service.url} (shard {service.shard})"
+        if isinstance(service, HaproxyServer):
+            shards = len(self.recorded_shard_ports()) or self.config.mqtt_shards
+            return f"{self.config.mqtt_url} -> {shards} MQTT shards"
+        return None
+
+
+def is_server(name: str) -> bool:
+    """Mosquitto (or a shard), HAProxy or Kafka: the servers, not the appliance's services."""
+    return name in {"mosquitto", "kafka", "haproxy"} or name.startswith("mosquitto-")

@@ -1,0 +1,27 @@
+"""Dynamic security of the MQTT shards: every shard on its own port (no server started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from registry.dynsec import DynsecClient, DynsecError, DynsecFanout, admin_client, parse_ports
+
+
+def test_shard_ports_are_parsed_and_checked() -> None:
+    assert parse_ports("") == ()
+    assert parse_ports("1884, 1885") == (1884, 1885)
+    with pytest.raises(DynsecError, match="comma-separated ports"):
+        parse_ports("1884;1885")
+    with pytest.raises(DynsecError, match="1-65535"):
+        parse_ports("1884,70000")
+
+
+def test_the_admin_client_reaches_every_shard_or_the_one_mosquitto() -> None:
+    one = admin_client("127.0.0.1", 1883, "svc/registry", "pw")
+    assert type(one) is DynsecClient
+    assert one.port == 1883
+    fanout = admin_client("127.0.0.1", 1883, "svc/registry", "pw", (1884, 1885))
+    assert isinstance(fanout, DynsecFanout)
+    assert [shard.port for shard in fanout.shards] == [1884, 1885]
+    with pytest.raises(DynsecError, match="no Mosquitto"):
+        DynsecFanout("127.0.0.1", (), "svc/registry", "pw")

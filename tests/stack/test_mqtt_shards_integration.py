@@ -1,0 +1,220 @@
+"""`iot-stack up --mqtt-shards 2` (issue 36, item 1): two Mosquittos behind HAProxy.
+
+Devices with their own logins are hashed across both shards: every message of every device
+reaches Kafka in order (the simulator's verifier), a command reaches a device on each shard,
+and a device that reconnects finds its session again, on the shard the hash names."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from bridge.shards import shard_of
+from commands.client import CommandClient
+from stack.secret_files import device_credentials, read_credentials
+from tests.stack.stack_ports import StackPorts
+
+pytestmark = pytest.mark.integration
+
+DEVICES = 12
+RATE = 10.0  # msgs/s per device
+DURATION_S = 6
+
+
+def _cli(module: str, args: list[str], env: dict[str, str], timeout: float = 240) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{module} {args[0]}: {result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _ports(tmp_path: Path) -> StackPorts:
+    """Ports free now below the ephemeral range, with mqtt + 1, mqtt + 2 (the shards) and
+    bridge_http + 10 (bridge-2's) free too."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.sample(range(20000, 32000), 7)
+        wanted = [*base, base[0] + 1, base[0] + 2, base[3] + 10]
+        if len(set(wanted)) != len(wanted):
+            continue
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in wanted]
+        try:
+            for sock, port in zip(socks, wanted, strict=True):
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return StackPorts((tmp_path / "var").resolve(), *base)
+    raise AssertionError("no free ports below the ephemeral range")
+
+
+class _Device:
+    """A device logging in with its own secret, persistent session, subscribed to its
+    commands; remembers what arrived and whether its session was found."""
+
+    def __init__(self, device_id: str, secret: str, port: int) -> None:
+        self.device_id, self.secret, self.port = device_id, secret, port
+        self.commands: list[str] = []
+        self.session_present: bool | None = None
+        self._ready = threading.Event()
+        self._client: mqtt.Client | None = None
+
+    def connect(self, port: int | None = None) -> _Device:
+        self._ready.clear()
+        client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=self.device_id, protocol=mqtt.MQTTv5
+        )
+        client.username_pw_set(self.device_id, self.secret)
+        client.on_connect = self._on_connect
+        client.on_subscribe = lambda *_: self._ready.set()
+        client.on_message = lambda _c, _u, msg: self.commands.append(msg.topic)
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 600
+        self._client = client
+        client.connect("127.0.0.1", port or self.port, clean_start=False, properties=props)
+        client.loop_start()
+        assert self._ready.wait(15), f"{self.device_id} not subscribed"
+        return self
+
+    def _on_connect(
+        self, client: mqtt.Client, _u: object, flags: object, rc: object, _p: object
+    ) -> None:
+        assert not getattr(rc, "is_failure", False), rc
+        self.session_present = bool(getattr(flags, "session_present", False))
+        client.subscribe(f"devices/{self.device_id}/commands/+", qos=1)
+
+    def disconnect(self) -> None:
+        if self._client is not None:
+            self._client.disconnect()
+            self._client.loop_stop()
+            self._client = None
+
+
+def _wait(check: object, timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.1)
+
+
+def test_two_shards_keep_each_device_on_its_shard_in_order_with_commands(
+    tmp_path: Path,
+) -> None:
+    stack = _ports(tmp_path)
+    args = stack.args  # `status`, `provision` and `down` find the shards `up` started
+    env = dict(os.environ) | {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
+    shard_port = {0: stack.mqtt + 1, 1: stack.mqtt + 2}
+    ids = [f"dev-{i:05d}" for i in range(DEVICES)]
+    by_shard = {s: [d for d in ids if shard_of(d, 2) == s] for s in (0, 1)}
+    assert by_shard[0], by_shard  # the fleet spans both shards
+    assert by_shard[1], by_shard
+    try:
+        up = ["up", *args, "--mqtt-shards", "2", "--no-mqtt-tls", "--no-api", "--partitions", "4"]
+        _cli("stack.cli", up, env)
+        status = {
+            line.split()[0]: line
+            for line in _cli("stack.cli", ["status", *args], env).splitlines()
+            if line.strip()
+        }
+        shard_services = ("mosquitto", "mosquitto-2", "haproxy", "bridge-1", "bridge-2")
+        for name in (*shard_services, "commands-1", "commands-2"):
+            assert "running (pid" in status[name], status
+        assert f":{stack.mqtt + 1} (shard 1)" in status["mosquitto"]
+        assert f":{stack.mqtt + 2} (shard 2)" in status["mosquitto-2"]
+        assert f":{stack.mqtt} -> 2 MQTT shards" in status["haproxy"]
+        assert "commands" not in status  # one command path per shard instead
+
+        # the devices' logins, on every shard (the registry's access rules applied to each)
+        provision = ["provision", *args, "--kafka-bootstrap", stack.bootstrap]
+        _cli("stack.cli", [*provision, "--devices", str(DEVICES)], env)
+        secrets = read_credentials(device_credentials(stack.data_dir / "secrets"))
+        assert sorted(secrets) == ids
+
+        # every message of every device, through HAProxy, in Kafka and in order
+        runs = str(tmp_path / "sim-runs")
+        sim_env = env | {
+            "IOT_MQTT_HOST": "127.0.0.1",
+            "IOT_MQTT_PORT": str(stack.mqtt),
+            "IOT_KAFKA_BOOTSTRAP": stack.bootstrap,
+        }
+        _cli("device_sim.cli", ["run", "--devices", str(DEVICES), "--rate", str(RATE),
+                                "--qos", "1", "--duration", str(DURATION_S), "--runs-dir", runs,
+                                "--no-progress", "--credentials",
+                                str(device_credentials(stack.data_dir / "secrets"))],
+             sim_env)  # fmt: skip
+        verify = ["verify", "--runs-dir", runs, "--wait-s", "60", "--json", "-"]
+        report = json.loads(_cli("device_sim.cli", verify, sim_env))
+        assert report["sent"] >= DEVICES * RATE * DURATION_S * 0.5, report
+        assert report["missing_acked"] == 0, report["problems"][:5]
+        assert report["unique"] >= report["sent"] - report["missing_unacked"]
+        assert report["order_violations"] == 0, report["problems"][:5]
+        assert report["duplicates"] == 0, report["problems"][:5]
+
+        # a device on each shard: reconnecting through HAProxy finds its session (its shard),
+        # which is on the shard's own port as the hash says and not on the other one
+        devices = {s: _Device(by_shard[s][0], secrets[by_shard[s][0]], stack.mqtt) for s in (0, 1)}
+        for shard, device in devices.items():
+            device.connect()
+            device.disconnect()
+            device.connect()
+            assert device.session_present, f"{device.device_id} lost its session"
+            device.disconnect()
+            device.connect(shard_port[shard])
+            assert device.session_present, f"{device.device_id} is not on shard {shard + 1}"
+            device.disconnect()
+            device.connect(shard_port[1 - shard])
+            assert not device.session_present, f"{device.device_id} has a session on both"
+            device.disconnect()
+            device.connect()  # back through HAProxy, for the command below
+
+        # a device added live (`iot-devices`, given the shards' ports) may log in on every
+        # shard: through HAProxy, and on each shard's own port
+        registry = [
+            "--kafka-bootstrap", stack.bootstrap, "--mqtt-host", "127.0.0.1",
+            "--mqtt-port", str(stack.mqtt),
+            "--mqtt-shard-ports", f"{stack.mqtt + 1},{stack.mqtt + 2}",
+            "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
+            "--json",
+        ]  # fmt: skip
+        added = json.loads(_cli("registry", [*registry, "device", "add", "late-1"], env))
+        late = _Device("late-1", added["secret"], stack.mqtt)
+        for port in (stack.mqtt, stack.mqtt + 1, stack.mqtt + 2):
+            late.connect(port)
+            late.disconnect()
+
+        # a command reaches a device on each shard (sent by that shard's `commands-i`)
+        client = CommandClient(stack.bootstrap)
+        try:
+            for device in devices.values():
+                client.send(device.device_id, "ping", {"a": 1}, reply_expected=False)
+        finally:
+            client.close()
+        for device in devices.values():
+            _wait(lambda d=device: len(d.commands) == 1, 60, f"a command on {device.device_id}")
+            assert device.commands[0].startswith(f"devices/{device.device_id}/commands/")
+            device.disconnect()
+    finally:
+        down = subprocess.run(
+            [sys.executable, "-m", "stack.cli", "down", *args],
+            capture_output=True, text=True, timeout=240, check=False, env=env,
+        )  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    for name in ("mosquitto-2", "haproxy", "bridge-2", "commands-2"):
+        assert f"stopping {name}" in down.stderr
