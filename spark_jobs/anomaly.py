@@ -1,19 +1,26 @@
 """Anomalies: readings far from the device's own recent baseline.
 
-Method (robust z-score against a rolling per-device baseline):
+Method (robust z-score against a rolling per-device, per-metric baseline):
 
 - every device keeps, per metric, its last ``history`` readings (in ``seq`` order);
 - a new reading ``x`` is scored once the device has at least ``min_history`` readings of that
-  metric: ``score = |x - median| / scale`` with ``scale = max(1.4826 * MAD, rel_floor * |median|,
-  abs_floor)`` (MAD: median absolute deviation; 1.4826 * MAD estimates the standard deviation
-  of normal noise, and unlike the standard deviation it is not inflated by the outliers we look
-  for); ``score > threshold`` makes it an anomaly;
+  metric: ``score = |t(x) - median| / scale`` over the transformed history ``t(h)``, with
+  ``scale = max(1.4826 * MAD, rel_floor * |median|, abs_floor)`` (MAD: median absolute
+  deviation; 1.4826 * MAD estimates the standard deviation of normal noise, and unlike the
+  standard deviation it is not inflated by the outliers we look for);
+- ``t`` is the identity for most metrics and ``sign(x) * log1p(|x|)`` for the metrics of
+  ``log_metrics`` (skewed, non-negative metrics such as vibration, whose natural spikes are
+  multiplicative: on a log scale a x4..x10 spike is a small step and a x20..x50 fault a large
+  one, while on the raw scale both are far from the median); ``score > threshold`` (or
+  ``log_threshold`` for a log-scored metric) makes it an anomaly;
 - every reading then joins the history (a lasting level change becomes the new baseline after
   about ``history / 2`` readings); a repeated ``seq`` (at-least-once redelivery) is skipped.
+  The history keeps raw values (the transform is applied when scoring), so the state of a
+  checkpoint written before a metric became log-scored stays valid.
 
 The scoring is plain Python (:func:`score_readings`), unit-tested without Spark; the streaming
-wrapper (:func:`anomalies`) runs it per device with ``applyInPandasWithState``, so the
-baselines live in the checkpointed state store and a restart resumes them.
+wrapper (:func:`anomalies`) runs that same function per device with ``applyInPandasWithState``,
+so the baselines live in the checkpointed state store and a restart resumes them.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class AnomalyRule:
     threshold: float = 10.0
     rel_floor: float = 0.01
     abs_floor: float = 0.05
+    log_metrics: frozenset[str] = frozenset({"vibration"})
+    log_threshold: float = 12.0
 
     @classmethod
     def from_config(cls, cfg: AnalyticsConfig) -> AnomalyRule:
@@ -46,7 +55,12 @@ class AnomalyRule:
             threshold=cfg.anomaly_threshold,
             rel_floor=cfg.anomaly_rel_floor,
             abs_floor=cfg.anomaly_abs_floor,
+            log_metrics=frozenset(cfg.anomaly_log_metrics),
+            log_threshold=cfg.anomaly_log_threshold,
         )
+
+    def threshold_of(self, metric: str) -> float:
+        return self.log_threshold if metric in self.log_metrics else self.threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +108,32 @@ def _median(sorted_values: Sequence[float]) -> float:
     return (sorted_values[mid - 1] + sorted_values[mid]) / 2.0
 
 
+def signed_log1p(x: float) -> float:
+    """``sign(x) * log1p(|x|)``: the log scale of the log-scored metrics, defined for every x."""
+    return math.copysign(math.log1p(abs(x)), x)
+
+
+def signed_expm1(y: float) -> float:
+    """The inverse of :func:`signed_log1p`."""
+    return math.copysign(math.expm1(abs(y)), y)
+
+
 def robust_score(
-    history: Iterable[float], x: float, rule: AnomalyRule
+    history: Iterable[float], x: float, rule: AnomalyRule, *, log_scale: bool = False
 ) -> tuple[float, float, float]:
-    """(score, median, scale) of ``x`` against ``history``."""
+    """(score, median, scale) of ``x`` against ``history``.
+
+    With ``log_scale`` both are transformed by :func:`signed_log1p` first; the median is then
+    given back in the metric's units and the scale stays in log units.
+    """
+    if log_scale:
+        x = signed_log1p(x)
+        history = (signed_log1p(v) for v in history)
     values = sorted(history)
     med = _median(values)
     mad = _median(sorted(abs(v - med) for v in values))
     scale = max(MAD_TO_SIGMA * mad, rule.rel_floor * abs(med), rule.abs_floor)
-    return abs(x - med) / scale, med, scale
+    return abs(x - med) / scale, (signed_expm1(med) if log_scale else med), scale
 
 
 def score_readings(
@@ -125,8 +156,9 @@ def score_readings(
             if hist is None:
                 hist = baseline.values[metric] = deque(maxlen=rule.history)
             if len(hist) >= rule.min_history:
-                score, med, scale = robust_score(hist, x, rule)
-                if score > rule.threshold:
+                log_scale = metric in rule.log_metrics
+                score, med, scale = robust_score(hist, x, rule, log_scale=log_scale)
+                if score > rule.threshold_of(metric):
                     found.append(Anomaly(r.seq, r.ts, metric, float(x), med, scale, score))
             hist.append(float(x))
         if len(seen) > 8 * rule.history:
@@ -267,3 +299,34 @@ def score_against_manifest(
     found = set(detected)
     tp = len(found & planted)
     return Score(tp, len(found - planted), len(planted - found))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowScore:
+    """Detections against labelled windows (NAB's labels): no point-wise truth exists there."""
+
+    windows: int
+    windows_hit: int  # windows with at least one detection inside
+    detections: int
+    detections_inside: int  # detections that fall inside some window
+
+    @property
+    def precision(self) -> float:
+        return self.detections_inside / self.detections if self.detections else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.windows_hit / self.windows if self.windows else 1.0
+
+
+def score_against_windows(
+    detected_ts: Iterable[int], windows: Sequence[tuple[int, int]]
+) -> WindowScore:
+    """Window recall (windows with a detection) and precision (detections inside a window).
+
+    ``windows`` are inclusive ``(start, end)`` pairs on the detections' time axis.
+    """
+    found = list(detected_ts)
+    hit = sum(1 for lo, hi in windows if any(lo <= t <= hi for t in found))
+    inside = sum(1 for t in found if any(lo <= t <= hi for lo, hi in windows))
+    return WindowScore(len(windows), hit, len(found), inside)

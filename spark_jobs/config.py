@@ -151,6 +151,14 @@ class AnalyticsConfig:
         0.01, "Lower bound of the scale, as a fraction of |median| (flat signals)."
     )
     anomaly_abs_floor: float = _setting(0.05, "Absolute lower bound of the scale.")
+    anomaly_log_metrics: tuple[str, ...] = _setting(
+        ("vibration",),
+        "Metrics scored on a log scale (sign(x) * log1p(|x|)): skewed, non-negative metrics "
+        "whose natural spikes are multiplicative (comma-separated in the env; 'none': no metric).",
+    )
+    anomaly_log_threshold: float = _setting(
+        12.0, "Robust z-score threshold of the log-scored metrics (anomaly_log_metrics)."
+    )
     # --- status -----------------------------------------------------------------------------
     silence_s: float = _setting(
         60.0, "A device that sent nothing for this many seconds is reported offline."
@@ -182,8 +190,13 @@ class AnalyticsConfig:
             raise ConfigError("max_offsets_per_trigger must be >= 0")
         if self.anomaly_min_history < 2 or self.anomaly_history < self.anomaly_min_history:
             raise ConfigError("need 2 <= anomaly_min_history <= anomaly_history")
-        if self.anomaly_threshold <= 0:
-            raise ConfigError("anomaly_threshold must be > 0")
+        if self.anomaly_threshold <= 0 or self.anomaly_log_threshold <= 0:
+            raise ConfigError("anomaly_threshold and anomaly_log_threshold must be > 0")
+        if tuple(m.lower() for m in self.anomaly_log_metrics) == ("none",):
+            object.__setattr__(self, "anomaly_log_metrics", ())
+        for metric in self.anomaly_log_metrics:
+            if not _METRIC_RE.match(metric):
+                raise ConfigError(f"bad metric name {metric!r} in anomaly_log_metrics")
         if self.silence_s <= 0:
             raise ConfigError("silence_s must be > 0")
         if str(self.checkpoint_dir) in ("", "."):

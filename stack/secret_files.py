@@ -63,3 +63,8 @@ def read_credentials(path: Path) -> dict[str, str]:
 
 def write_credentials(path: Path, credentials: dict[str, str]) -> None:
     write_private(path, json.dumps(dict(sorted(credentials.items())), indent=1) + "\n")
+
+
+def connect_token_secret(secrets_dir: Path) -> Path:
+    """The bearer token of the Spark Connect endpoint (``spark.connect.authenticate.token``)."""
+    return secrets_dir / "spark-connect.token"
