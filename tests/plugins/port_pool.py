@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import tempfile
 
 import pytest
 
-from stack.ports import PORT_POOL_ENV
+from stack.ports import POOL_FIRST, POOL_LAST, PORT_POOL_ENV
 
 _OWNED = "_iot_port_pool_owned"
 
@@ -22,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(PORT_POOL_ENV):
         return
     fd, path = tempfile.mkstemp(prefix="iot-port-pool-")
+    # each run starts at a random point of the range: runs of other sessions on the same
+    # machine have pools of their own, and all starting at POOL_FIRST they picked the same
+    # ports within seconds of each other (a port free when chosen, bound by the other run's
+    # server before ours started)
+    os.write(fd, str(random.randrange(POOL_FIRST, POOL_LAST - 1000)).encode())
     os.close(fd)
     os.environ[PORT_POOL_ENV] = path
     setattr(config, _OWNED, path)
