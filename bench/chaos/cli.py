@@ -55,18 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     from bench.chaos import report, run  # the servers' clients only when a run starts
 
     started = time.time()
-    results = run.run(todo, analytics=not args.no_analytics, keep=args.keep)
-    text = (
-        f"# Chaos matrix\n\nRun {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
-        f"(`python -m bench.chaos {' '.join(argv if argv is not None else sys.argv[1:])}`).\n\n"
-        "Each cell: `lost / duplicates / seconds until every service was ready and every "
-        "client path answered again`.\n\n"
-        + report.table(results, services, faults)
-        + "\n\n"
-        + report.details(results)
-        + "\n"
-    )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+
+    def write(results: list[run.Cell]) -> str:
+        text = (
+            f"# Chaos matrix\n\nRun {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
+            f"(`python -m bench.chaos {command}`).\n\n"
+            "Each cell: `lost / duplicates / seconds until every service was ready and every "
+            "client path answered again`.\n\n"
+            + report.table(results, services, faults)
+            + "\n\n"
+            + report.details(results)
+            + "\n"
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        return text
+
+    results = run.run(todo, analytics=not args.no_analytics, keep=args.keep, on_cell=write)
+    print(write(results))
     return 0

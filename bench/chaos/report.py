@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from bench.chaos.names import applies
+
 
 class CellLike(Protocol):
     service: str
@@ -27,11 +29,17 @@ def _cell_text(cell: CellLike) -> str:
 
 def table(cells: Sequence[CellLike], services: Sequence[str], faults: Sequence[str]) -> str:
     """The compact matrix: one row per service, a column per fault, each cell
-    `lost / duplicates / seconds to recover` ("-" where the fault does not apply)."""
+    `lost / duplicates / seconds to recover` ("-" where the fault does not apply, "not run"
+    where it does and no result came)."""
     by = {(c.service, c.fault): c for c in cells}
     lines = ["| service | " + " | ".join(faults) + " |", "|---" * (len(faults) + 1) + "|"]
     for service in services:
-        row = [_cell_text(by[(service, f)]) if (service, f) in by else "-" for f in faults]
+        row = [
+            _cell_text(by[(service, f)])
+            if (service, f) in by
+            else ("not run" if applies(service, f) else "-")
+            for f in faults
+        ]
         lines.append(f"| {service} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,8 +94,15 @@ def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
     cell.load_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run(cells: list[tuple[str, str]], *, analytics: bool, keep: bool) -> list[Cell]:
-    """Every cell on one stack (faults in sequence; the stack recovers between them)."""
+def run(
+    cells: list[tuple[str, str]],
+    *,
+    analytics: bool,
+    keep: bool,
+    on_cell: Callable[[list[Cell]], object] = lambda _cells: None,
+) -> list[Cell]:
+    """Every cell on one stack (faults in sequence; the stack recovers between them);
+    ``on_cell`` is given the results so far after each cell (a long run keeps what it got)."""
     work = Path(tempfile.mkdtemp(prefix="iot-chaos-"))
     need_disk = any(f == "disk-full" for _, f in cells)
     stack = chaos_stack.up(work, analytics=analytics, disk=need_disk, devices=SIM_DEVICES + 2)
@@ -118,6 +126,7 @@ def run(cells: list[tuple[str, str]], *, analytics: bool, keep: bool) -> list[Ce
                 cell.lost, cell.duplicates, cell.recover_s, cell.worst, cell.detail,
             )  # fmt: skip
             results.append(cell)
+            on_cell(results)
     finally:
         if not keep:
             chaos_stack.down(stack)

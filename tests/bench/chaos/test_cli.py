@@ -3,10 +3,13 @@ valid names (exit 2), known ones select their cells in the matrix's order."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from bench.chaos.cli import main
 from bench.chaos.names import FAULTS, SERVICES, ChaosUsageError, cells, select
+from bench.chaos.report import table
 
 
 def test_an_unknown_service_is_refused_with_the_valid_names(
@@ -51,3 +54,22 @@ def test_the_whole_matrix() -> None:
     assert ("bridge", "disk-full") not in everything
     assert ("supervisor", "restart") not in everything  # restarting it is `up` again
     assert len(everything) == 8 * 3 - 1 + 2
+
+
+def test_the_matrix_tells_not_applicable_from_not_run() -> None:
+    @dataclass
+    class Result:
+        service: str
+        fault: str
+        lost: int | None = 0
+        duplicates: int | None = 2
+        recover_s: float | None = 4.4
+        worst: str = "none"
+        detail: str = ""
+        load_avg: str = "1.0"
+
+    text = table([Result("kafka", "kill9")], ["kafka", "bridge"], ["kill9", "disk-full"])
+    assert text.splitlines()[2:] == [
+        "| kafka | 0 / 2 / 4 s | not run |",
+        "| bridge | not run | - |",
+    ]
