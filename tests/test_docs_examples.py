@@ -273,6 +273,9 @@ NOT_RUN = {
     "python -m bench.verify_speed --records 2000000 --workers 1,2 --repeat 2": _BENCH,
     "make bench-http": _BENCH,
     "make bench-soak": _BENCH,
+    "make chaos": _BENCH,
+    "make chaos 'CHAOS_ARGS=--services kafka,api --faults kill9,stop30'": _BENCH,
+    "python -m bench.chaos --dry-run": "tests/bench/chaos/test_cli.py runs its --dry-run",
     "make bench-soak 'SOAK_ARGS=--duration 300'": _BENCH,
     "python -m bench.soak --render bench/results/soak.json": "re-renders the recorded soak "
     "results in place (it would rewrite bench/results/); tests/bench/soak/ tests it",

@@ -1,0 +1,77 @@
+"""`python -m bench.chaos` (`make chaos`): the chaos matrix, or a subset of it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from bench.chaos.names import FAULT_HELP, FAULTS, SERVICES, ChaosUsageError, cells, select
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    p.add_argument("--services", help=f"comma-separated, of: {', '.join(SERVICES)} (default all)")
+    p.add_argument(
+        "--faults",
+        help="comma-separated, of: "
+        + "; ".join(f"{k} ({v})" for k, v in FAULT_HELP.items())
+        + " (default all)",
+    )
+    p.add_argument(
+        "--no-analytics",
+        action="store_true",
+        help="run the stack without the Spark job (its cells are then not run)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results/chaos.md"),
+        help="where the matrix goes (Markdown)",
+    )
+    p.add_argument("--keep", action="store_true", help="leave the stack running at the end")
+    p.add_argument("--dry-run", action="store_true", help="print the cells and exit")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        services = select(args.services, SERVICES, "service")
+        faults = select(args.faults, FAULTS, "fault")
+    except ChaosUsageError as exc:
+        print(f"python -m bench.chaos: error: {exc}", file=sys.stderr)
+        return 2
+    if args.no_analytics:
+        services = [s for s in services if s != "analytics"]
+    todo = cells(services, faults)
+    if args.dry_run or not todo:
+        for service, fault in todo:
+            print(f"{service} x {fault}")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from bench.chaos import report, run  # the servers' clients only when a run starts
+
+    started = time.time()
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+
+    def write(results: list[run.Cell]) -> str:
+        text = (
+            f"# Chaos matrix\n\nRun {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
+            f"(`python -m bench.chaos {command}`).\n\n"
+            "Each cell: `lost / duplicates / seconds until every service was ready and every "
+            "client path answered again`.\n\n"
+            + report.table(results, services, faults)
+            + "\n\n"
+            + report.details(results)
+            + "\n"
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        return text
+
+    results = run.run(todo, analytics=not args.no_analytics, keep=args.keep, on_cell=write)
+    print(write(results))
+    return 0

@@ -1,0 +1,164 @@
+"""The stack a chaos run hurts: `iot-stack up` (console, command path, simulated devices, the
+analytics job if asked) in a temp dir on free ports, Kafka's and Mosquitto's data dirs on small
+tmpfs mounts when the machine allows it (root: the disk-full fault), and the run's own logins
+(an `api` account, an operator, HTTP and MQTT devices) made through the registry's CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stack.ports import free_ports
+from stack.supervisor_link import SupervisorLink
+
+DEVICE_PREFIX = "chaos"
+
+
+@dataclass
+class ChaosStack:
+    data_dir: Path
+    ports: dict[str, int]
+    analytics: bool
+    env: dict[str, str]
+    api_account: tuple[str, str] = ("", "")
+    operator: tuple[str, str] = ("", "")
+    devices: dict[str, str] = field(default_factory=dict)  # chaos device id -> secret
+    mounts: dict[str, Path] = field(default_factory=dict)  # service -> its tmpfs data dir
+    up_extra: list[str] = field(default_factory=list)  # `up`'s flags beyond the ports
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['api']}"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ports['kafka']}"
+
+    @property
+    def mqtt_port(self) -> int:
+        return self.ports["mqtt"]
+
+    @property
+    def args(self) -> list[str]:
+        p = self.ports
+        return [
+            "--data-dir", str(self.data_dir), "--mqtt-port", str(p["mqtt"]),
+            "--mqtt-tls-port", str(p["mqtt_tls"]), "--kafka-port", str(p["kafka"]),
+            "--kafka-controller-port", str(p["controller"]),
+            "--bridge-http-port", str(p["bridge"]), "--commands-http-port", str(p["commands"]),
+            "--api-port", str(p["api"]),
+        ]  # fmt: skip
+
+    @property
+    def ready_urls(self) -> dict[str, str]:
+        """The HTTP services' readiness URLs."""
+        p = self.ports
+        urls = {
+            "bridge": f"http://127.0.0.1:{p['bridge']}/readyz",
+            "commands": f"http://127.0.0.1:{p['commands']}/readyz",
+            "api": f"{self.api_url}/readyz",
+        }
+        if self.analytics:
+            urls["analytics"] = f"http://127.0.0.1:{p['analytics']}/healthz"
+        return urls
+
+    @property
+    def link(self) -> SupervisorLink:
+        return SupervisorLink(self.data_dir / "run")
+
+    def pid(self, service: str) -> int | None:
+        """The service's pid as the supervisor last wrote it (the supervisor's own pid file)."""
+        if service == "supervisor":
+            try:
+                return int((self.data_dir / "run" / "supervisor.main-pid").read_text())
+            except (OSError, ValueError):
+                return None
+        record = self.link.record(service)
+        return record.pid if record is not None else None
+
+
+def _cli(module: str, args: list[str], env: dict[str, str], timeout: float = 600) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args[:3])}... failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _mount_tmpfs(path: Path, size_mb: int) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    return done.returncode == 0
+
+
+def up(work_dir: Path, *, analytics: bool, disk: bool, devices: int = 4) -> ChaosStack:
+    """`iot-stack up` in ``work_dir`` and the run's logins; raises RuntimeError if it fails."""
+    names = ["mqtt", "mqtt_tls", "kafka", "controller", "bridge", "commands", "api", "analytics"]
+    stack = ChaosStack((work_dir / "var").resolve(), dict(zip(names, free_ports(8), strict=True)),
+                       analytics, {})  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env |= {
+        "IOT_KAFKA_HEAP": "512m",
+        "IOT_START_TIMEOUT": "300",
+        "IOT_STACK_RESTART_BACKOFF_INITIAL": "1",
+        "IOT_STACK_RESTART_BACKOFF_MAX": "8",
+        "IOT_STACK_ANALYTICS_HTTP_PORT": str(stack.ports["analytics"]),
+    }
+    stack.env = env
+    if disk:
+        for service, sub, size in (("kafka", "kafka/data", 1024), ("mosquitto", "mosquitto", 64)):
+            if _mount_tmpfs(stack.data_dir / sub, size):
+                stack.mounts[service] = stack.data_dir / sub
+    extra = ["--console", "--commands-mode", "separate", "--partitions", "3",
+             "--devices", "3", "--device-rate", "1"]  # fmt: skip
+    if analytics:
+        extra.append("--analytics")
+    stack.up_extra = extra
+    try:
+        _cli("stack.cli", ["up", *stack.args, *extra], env)
+        _logins(stack, devices)
+    except BaseException:
+        down(stack)
+        raise
+    return stack
+
+
+def _logins(stack: ChaosStack, devices: int) -> None:
+    """The run's `api` account, operator and devices, through the registry's CLI."""
+    env = stack.env
+    registry = [
+        "--kafka-bootstrap", stack.bootstrap, "--mqtt-host", "127.0.0.1",
+        "--mqtt-port", str(stack.mqtt_port),
+        "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
+        "--json",
+    ]  # fmt: skip
+    for role, attr in (("api", "api_account"), ("operator", "operator")):
+        name = f"chaos-{role}"
+        made = json.loads(_cli("registry", [*registry, "account", "create", name, "--role", role],
+                               env))  # fmt: skip
+        setattr(stack, attr, (name, made["secret"]))
+    ids = [f"{DEVICE_PREFIX}-{i:05d}" for i in range(devices)]
+    made_devices = json.loads(_cli("registry", [*registry, "device", "add", *ids], env))
+    rows = made_devices if isinstance(made_devices, list) else [made_devices]
+    stack.devices = {row["id"]: row["secret"] for row in rows}
+    (stack.data_dir / "chaos-devices.json").write_text(json.dumps(stack.devices))
+    logins = {"api": stack.api_account, "operator": stack.operator}
+    (stack.data_dir / "secrets" / "chaos-logins.json").write_text(json.dumps(logins))
+
+
+def down(stack: ChaosStack) -> None:
+    """`iot-stack down`, then the tmpfs mounts undone."""
+    try:
+        _cli("stack.cli", ["down", *stack.args], stack.env, timeout=300)
+    finally:
+        for path in stack.mounts.values():
+            subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)

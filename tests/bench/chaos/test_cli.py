@@ -1,0 +1,75 @@
+"""`python -m bench.chaos`'s selections: unknown service or fault names are refused with the
+valid names (exit 2), known ones select their cells in the matrix's order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from bench.chaos.cli import main
+from bench.chaos.names import FAULTS, SERVICES, ChaosUsageError, cells, select
+from bench.chaos.report import table
+
+
+def test_an_unknown_service_is_refused_with_the_valid_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--services", "kafka,zookeeper", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown service 'zookeeper'" in err
+    assert "valid services are mosquitto, kafka, bridge, commands, api, analytics, devices, " \
+        "supervisor (or all)" in err  # fmt: skip
+
+
+def test_an_unknown_fault_is_refused_with_the_valid_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--faults", "kill9,unplug", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown fault 'unplug'" in err
+    assert "valid faults are kill9, stop30, restart, disk-full (or all)" in err
+
+
+def test_known_names_select_their_cells_in_the_matrix_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--services", "kafka,bridge", "--faults", "disk-full,kill9", "--dry-run"]) == 0
+    # disk-full applies to Kafka and Mosquitto only
+    assert capsys.readouterr().out.splitlines() == [
+        "kafka x kill9", "kafka x disk-full", "bridge x kill9",
+    ]  # fmt: skip
+
+
+def test_select_defaults_to_all_and_names_every_unknown() -> None:
+    assert select(None, SERVICES, "service") == list(SERVICES)
+    assert select("all", FAULTS, "fault") == list(FAULTS)
+    with pytest.raises(ChaosUsageError, match="unknown fault 'a', 'b'"):
+        select("a,kill9,b", FAULTS, "fault")
+
+
+def test_the_whole_matrix() -> None:
+    everything = cells(SERVICES, FAULTS)
+    assert ("mosquitto", "disk-full") in everything
+    assert ("bridge", "disk-full") not in everything
+    assert ("supervisor", "restart") not in everything  # restarting it is `up` again
+    assert len(everything) == 8 * 3 - 1 + 2
+
+
+def test_the_matrix_tells_not_applicable_from_not_run() -> None:
+    @dataclass
+    class Result:
+        service: str
+        fault: str
+        lost: int | None = 0
+        duplicates: int | None = 2
+        recover_s: float | None = 4.4
+        worst: str = "none"
+        detail: str = ""
+        load_avg: str = "1.0"
+
+    text = table([Result("kafka", "kill9")], ["kafka", "bridge"], ["kill9", "disk-full"])
+    assert text.splitlines()[2:] == [
+        "| kafka | 0 / 2 / 4 s | not run |",
+        "| bridge | not run | - |",
+    ]

@@ -1,0 +1,114 @@
+"""Issue 32's short fault scenarios: one `iot-stack up` (console, command path, simulated
+devices: the light load) shared by the module, and a `kill -9` of each service in turn; after
+each, the supervisor has restarted it and every client path answers again (an MQTT device's
+message in Kafka, MR publish and long-poll consume, a queue's send/receive/ack, a telemetry
+SSE stream, an HTTP device, a command, the console's pages: bench.chaos.probes). Kafka's
+scenario also holds iot-api's strict read barrier to its bound: an account made after Kafka's
+restart is let in within 30 s (every authenticated request waits for the registry follower to
+catch up, api.plumbing.auth.ReadBarrier). The analytics job's and the supervisor's own kill -9
+are in test_supervisor_integration.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bench.chaos import check, probes
+from bench.chaos import stack as chaos_stack
+from bench.chaos.clients import Http, basic, describe
+from stack.ports import port_open
+
+pytestmark = pytest.mark.integration
+SCENARIO_S = 60.0  # each scenario's bound (issue 32): restarted, ready, every path answering
+BARRIER_S = 30.0  # issue 32: every client path back within 30 s of Kafka's restart
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[chaos_stack.ChaosStack]:
+    work = tmp_path_factory.mktemp("faults")
+    running = chaos_stack.up(work, analytics=False, disk=False)  # down again if it fails
+    try:
+        _, failing = probes.wait_all(running, 120)
+        assert not failing, f"client paths failing before any fault: {failing}"
+        yield running
+    finally:
+        chaos_stack.down(running)
+
+
+def _kill_and_recover(stack: chaos_stack.ChaosStack, service: str) -> float:
+    """kill -9 ``service``; seconds until it is restarted and ready and every path answers."""
+    old = stack.pid(service)
+    assert old is not None, f"{service} does not run"
+    started = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    while stack.pid(service) in (None, old):
+        assert time.monotonic() - started < SCENARIO_S, f"{service} not restarted"
+        time.sleep(0.2)
+    _, waiting = check.wait_ready(stack, SCENARIO_S - (time.monotonic() - started))
+    assert not waiting, f"not ready {time.monotonic() - started:.0f} s after the kill: {waiting}"
+    _, failing = probes.wait_all(stack, SCENARIO_S - (time.monotonic() - started))
+    took = time.monotonic() - started
+    assert not failing, f"{took:.0f} s after {service}'s kill -9 still failing: {failing}"
+    assert took < SCENARIO_S
+    print(f"{service}: every client path answers {took:.1f} s after its kill -9")
+    return took
+
+
+@pytest.mark.parametrize("service", ["bridge", "commands", "api", "devices", "mosquitto"])
+def test_every_path_answers_after_a_kill_9_of(chaos: chaos_stack.ChaosStack, service: str) -> None:
+    _kill_and_recover(chaos, service)
+
+
+def _new_api_account(stack: chaos_stack.ChaosStack, name: str) -> tuple[str, str]:
+    """An `api` account made with the registry's CLI, tried again while the restarted Kafka
+    still loads its transaction coordinator (the CLI's writer is transactional)."""
+    deadline = time.monotonic() + SCENARIO_S
+    while True:
+        done = _account_create(stack, name)
+        if done.returncode == 0:
+            return name, json.loads(done.stdout)["secret"]
+        assert time.monotonic() < deadline, f"account create failed: {done.stderr[-1000:]}"
+        time.sleep(1)
+
+
+def _account_create(stack: chaos_stack.ChaosStack, name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "registry", "--kafka-bootstrap", stack.bootstrap,
+         "--mqtt-host", "127.0.0.1", "--mqtt-port", str(stack.mqtt_port),
+         "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
+         "--json", "account", "create", name, "--role", "api"],
+        capture_output=True, text=True, timeout=120, check=False, env=stack.env,
+    )  # fmt: skip
+
+
+def test_after_a_kafka_kill_9_the_read_barrier_lets_a_new_account_in_within_30_s(
+    chaos: chaos_stack.ChaosStack,
+) -> None:
+    old = chaos.pid("kafka")
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    started = time.monotonic()
+    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
+        assert time.monotonic() - started < SCENARIO_S, "Kafka not back"
+        time.sleep(0.2)
+    back = time.monotonic() - started
+    # an account written after the restart: only a registry follower that caught up knows it
+    account = _new_api_account(chaos, f"after-kafka-{int(time.time())}")
+    made = time.monotonic()
+    print(f"Kafka back {back:.1f} s after its kill -9, account made {made - started:.1f} s after")
+    api = Http(chaos.api_url, basic(*account))
+    while (answer := api.call("POST", "/events/chaos.barrier", [{"n": 1}], timeout=10))[0] != 200:
+        waited = time.monotonic() - made
+        assert waited < BARRIER_S, f"no authenticated answer {waited:.0f} s on: {describe(answer)}"
+        time.sleep(0.5)
+    print(f"the new account published {time.monotonic() - made:.1f} s after it was made")
+    waited, failing = probes.wait_all(chaos, BARRIER_S)
+    assert not failing, f"{BARRIER_S:.0f} s after Kafka was back, still failing: {failing}"
+    print(f"every client path answers {time.monotonic() - started:.1f} s after Kafka's kill -9")
