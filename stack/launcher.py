@@ -169,6 +169,8 @@ class Stack(AppServices):
                 found.append(("commands", self.commands()))
         if self.config.with_api:
             found.append(("api", self.api()))
+        if self.config.with_amqp:
+            found.append(("amqp", self.amqp()))
         if self.config.with_analytics:
             found.append(("analytics", self.analytics()))
         if self.config.devices > 0:
@@ -187,6 +189,7 @@ class Stack(AppServices):
             *[(bridge.name, bridge) for bridge in shared],
             ("commands", self.commands()),
             ("api", self.api()),
+            ("amqp", self.amqp()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
         ]
