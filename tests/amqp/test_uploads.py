@@ -57,6 +57,7 @@ class Door:
     bootstrap: str
     base: str  # topic prefix: {base}.telemetry, {base}.events, {base}.dlq
     secrets: dict[str, str]
+    registry_topic: str
 
     @property
     def url(self) -> str:
@@ -119,7 +120,7 @@ def door(stack: Endpoints, transactions_ready: None) -> Iterator[Door]:  # noqa:
             max_payload_bytes=4096,
             max_message_bytes=16384,
         ) as service:
-            yield Door(service, stack.kafka_bootstrap, base, secrets)
+            yield Door(service, stack.kafka_bootstrap, base, secrets, store.topic)
     finally:
         store.close()
 
