@@ -61,6 +61,11 @@ class AmqpConfig:
         "themselves in the address (`telemetry/{tenant}/{device}`).",
     )
     registry_topic: str = _setting("iot.registry", "The registry's compacted topic.")
+    login_check_s: float = _setting(
+        2.0,
+        "How often open connections are checked against the registry: a device or account "
+        "disabled, deleted or re-keyed since its log-in is closed (amqp:unauthorized-access).",
+    )
     tenant_quotas: str = _setting(
         "", "Static msgs/s quotas `tenant=rate,...` (the registry's win), as the bridge's."
     )
@@ -87,6 +92,7 @@ class AmqpConfig:
             (1 <= self.link_credit <= 100000, "link_credit must be 1-100000"),
             (self.max_frame_bytes >= 512, "max_frame_bytes must be >= 512 (AMQP's minimum)"),
             (self.idle_timeout_s >= 0, "idle_timeout_s must be >= 0"),
+            (self.login_check_s > 0, "login_check_s must be > 0"),
             (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
             (self.log_level in appsettings.LOG_LEVELS, "log_level is not a level"),
         ]

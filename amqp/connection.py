@@ -212,13 +212,15 @@ class ClientConnection:
             conn.condition = Condition(str(Cond.FRAMING), "unreadable frame")
             conn.close()
 
-    def close_forced(self, description: str) -> None:
-        """Close the connection (SIGTERM): unsettled uploads stay unsettled, clients resend."""
+    def close_with(self, condition: Cond, description: str) -> None:
+        """Close the connection with ``condition`` (SIGTERM: ``amqp:connection:forced``; a
+        device disabled meanwhile: ``amqp:unauthorized-access``); unsettled uploads stay
+        unsettled, so clients resend them."""
         if self.engine is None or self.closed:
             self.writer.close()
             return
         conn = self.engine.connection
-        conn.condition = Condition(str(Cond.FORCED), description)
+        conn.condition = Condition(str(condition), description)
         if conn.state & Endpoint.LOCAL_ACTIVE:
             conn.close()
         self.flush_soon()

@@ -70,3 +70,24 @@ class Logins:
             log.warning("log-in of %r not decided: %s", authcid[:100], exc)
             return Login(Verdict.UNAVAILABLE)
         return Login(Verdict.REFUSED)
+
+    def still_allowed(self, login: Login) -> bool:
+        """Whether a logged-in principal may still act, by the registry as followed now: a
+        device with the secret hash it logged in with, in an enabled tenant; an enabled
+        account. Without authentication (or before the log-in) there is nothing to check."""
+        if self.auth is None or login.verdict is not Verdict.OK:
+            return True
+        who = login.principal
+        if isinstance(who, DeviceRef):
+            assert self.credentials is not None
+            return self.credentials.usable_hash(who) == login.secret_hash
+        if isinstance(who, Account):
+            state = self.auth.registry.state
+            account = state.accounts.get(who.name)
+            if account is None or account.disabled:
+                return False
+            if account.tenant is None:  # system-wide
+                return True
+            tenant = state.tenants.get(account.tenant)
+            return tenant is not None and not tenant.disabled
+        return True

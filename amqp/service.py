@@ -18,7 +18,9 @@ from amqp.connection import ClientConnection
 from amqp.kafka import UploadProducer
 from amqp.login import Logins
 from amqp.metrics import AmqpMetrics
+from amqp.model import Cond
 from amqp.uploads import Uploads
+from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
 from api.plumbing.kafka_admin import TopicAdmin
 from health.server import HealthServer
@@ -58,6 +60,7 @@ class AmqpService:
         self.health: HealthServer | None = None
         self.port = 0
         self._stopped: asyncio.Event | None = None
+        self._watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         door = self.door
@@ -80,6 +83,8 @@ class AmqpService:
             thread_name="amqp-http",
         )
         self.health.start()
+        if door.logins.auth is not None:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_logins())
         log.info(
             "iot-amqp listening on %s:%d (AMQP, SASL %s), metrics on %s:%d",
             self.cfg.amqp_host, self.port, "/".join(door.logins.mechanisms),
@@ -96,6 +101,27 @@ class AmqpService:
         finally:
             self.connections.discard(conn)
 
+    async def _watch_logins(self) -> None:
+        """Close the connection of a device disabled, deleted or re-keyed (or of its tenant)
+        since it logged in, within ``login_check_s`` (Hono's terminal error, Mosquitto's
+        DISCONNECT 0x98). One read barrier per round for all connections (the registry's
+        follower reads only what changed); a round Kafka does not answer decides nothing."""
+        logins = self.door.logins
+        assert logins.auth is not None
+        while True:
+            await asyncio.sleep(self.cfg.login_check_s)
+            if not self.connections:
+                continue
+            try:
+                await logins.auth.synced()
+            except ApiError as exc:
+                log.warning("registry not readable, open connections not re-checked: %s", exc)
+                continue
+            for conn in list(self.connections):
+                if not logins.still_allowed(conn.login):
+                    log.info("closing the connection of %s: no longer allowed", conn.login)
+                    conn.close_with(Cond.UNAUTHORIZED, "disabled, deleted or re-keyed")
+
     async def run(self) -> None:
         """Serve until SIGTERM/SIGINT, then stop."""
         import signal
@@ -111,8 +137,10 @@ class AmqpService:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._watch is not None:
+            self._watch.cancel()
         for conn in list(self.connections):
-            conn.close_forced("iot-amqp is shutting down; resend what was not accepted")
+            conn.close_with(Cond.FORCED, "iot-amqp is shutting down; resend what was not accepted")
         await asyncio.sleep(0)
         door = self.door
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)

@@ -24,7 +24,7 @@ from proton import (
 from proton._data import PythonAMQPData
 from proton._delivery import DispositionType
 from proton.reactor import AtMostOnce, LinkOption
-from proton.utils import BlockingConnection, BlockingSender, LinkDetached
+from proton.utils import BlockingConnection, BlockingSender, ConnectionClosed, LinkDetached
 
 from amqp import sasl
 from amqp.service import AmqpService
@@ -58,6 +58,7 @@ class Door:
     base: str  # topic prefix: {base}.telemetry, {base}.events, {base}.dlq
     secrets: dict[str, str]
     registry_topic: str
+    registry: Registry
 
     @property
     def url(self) -> str:
@@ -96,7 +97,9 @@ def door(stack: Endpoints, transactions_ready: None) -> Iterator[Door]:  # noqa:
     secrets: dict[str, str] = {}
     reg.create_tenant("default")
     reg.create_tenant("acme")
-    for tenant, user in (("default", "pump-1"), ("acme", "acme/pump-1"), ("acme", "acme/pump-2")):
+    devices = (("default", "pump-1"), ("acme", "acme/pump-1"), ("acme", "acme/pump-2"),
+               ("acme", "acme/pump-3"))  # fmt: skip
+    for tenant, user in devices:
         secret = reg.add_device(tenant, user.rpartition("/")[2]).secret
         assert secret is not None
         secrets[user] = secret
@@ -119,8 +122,9 @@ def door(stack: Endpoints, transactions_ready: None) -> Iterator[Door]:  # noqa:
             topic_dlq=f"{base}.dlq",
             max_payload_bytes=4096,
             max_message_bytes=16384,
+            login_check_s=0.2,
         ) as service:
-            yield Door(service, stack.kafka_bootstrap, base, secrets, store.topic)
+            yield Door(service, stack.kafka_bootstrap, base, secrets, store.topic, reg)
     finally:
         store.close()
 
@@ -283,6 +287,21 @@ def test_wrong_secret_anonymous_and_accounts(door: Door) -> None:
         )  # fmt: skip
     finally:
         conn.close()
+
+
+def test_a_device_disabled_while_connected_is_closed(door: Door) -> None:
+    conn = door.connect("acme/pump-3")
+    try:
+        msg = Message(address="telemetry", body=reading(1), inferred=True)
+        assert outcome(conn.create_sender(None), msg)[0] == "accepted"
+        door.registry.set_device_disabled("acme", "pump-3", True)
+        with pytest.raises(ConnectionClosed) as caught:
+            conn.wait(lambda: False, timeout=20, msg="still open")
+        assert "amqp:unauthorized-access" in str(caught.value)
+    finally:
+        conn.close()
+    with pytest.raises(ConnectionException, match="Authentication failed"):
+        door.connect("acme/pump-3")
 
 
 def _raw(door: Door, data: bytes) -> bytes:
