@@ -65,7 +65,8 @@ class Uploader(MessagingHandler):
         self.settled_otherwise += 1
 
     def on_transport_error(self, event: Any) -> None:
-        event.connection.close()
+        if event.connection is not None:  # the server died: nothing more to send
+            event.connection.close()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from proton.utils import BlockingConnection, BlockingSender, ConnectionClosed, L
 from amqp import sasl
 from amqp.service import AmqpService
 from registry.kafka_store import KafkaStore
-from registry.model import Role
+from registry.model import Quotas, Role
 from registry.permissions import local_admin
 from registry.service import Registry
 from stack.topics import TopicSpec, ensure_topics
@@ -97,8 +97,9 @@ def door(stack: Endpoints, transactions_ready: None) -> Iterator[Door]:  # noqa:
     secrets: dict[str, str] = {}
     reg.create_tenant("default")
     reg.create_tenant("acme")
+    reg.create_tenant("slow", Quotas(msgs_per_s=0.5))
     devices = (("default", "pump-1"), ("acme", "acme/pump-1"), ("acme", "acme/pump-2"),
-               ("acme", "acme/pump-3"))  # fmt: skip
+               ("acme", "acme/pump-3"), ("slow", "slow/pump-1"))  # fmt: skip
     for tenant, user in devices:
         secret = reg.add_device(tenant, user.rpartition("/")[2]).secret
         assert secret is not None
@@ -234,6 +235,23 @@ def test_bad_payloads_are_dead_lettered_then_rejected_with_the_bridges_code(door
     assert sorted(r.headers["error"] for r in letters) == [b"not_json", b"oversized"]
     assert all(r.headers["orig_adapter"] == b"amqp" for r in letters)
     assert all(r.key == b"pump-1" for r in letters)
+
+
+def test_over_the_tenants_quota_is_dead_lettered_then_rejected(door: Door) -> None:
+    conn = door.connect("slow/pump-1")
+    try:
+        sender = conn.create_sender(None)
+        seen = [
+            outcome(sender, Message(address="t", body=reading(s), inferred=True)) for s in (1, 2)
+        ]
+    finally:
+        conn.close()
+    # 0.5 msgs/s, a burst of 1: the first goes through, the second (a moment later) does not
+    assert seen[0] == ("accepted", None, {})
+    assert seen[1] == ("rejected", "amqp:resource-limit-exceeded", {"code": "quota_exceeded"})
+    (letter,) = door.read(door.topic("dlq", "slow"), 1)
+    assert (letter.key, letter.headers["error"]) == (b"pump-1", b"quota_exceeded")
+    assert letter.headers["orig_adapter"] == b"amqp"
 
 
 def test_a_message_over_max_message_size_detaches_the_link(door: Door) -> None:
