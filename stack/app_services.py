@@ -187,6 +187,11 @@ class AppServices:
                 )
         return self._http_service("api", [sys.executable, "-m", "api"], env, url, endpoint=url)
 
+    def doors(self) -> list[tuple[str, AppService]]:
+        """What `up` starts of the doors: iot-api (unless --no-api), iot-amqp (with --amqp)."""
+        found = [("api", self.api())] if self.config.with_api else []
+        return found + ([("amqp", self.amqp())] if self.config.with_amqp else [])
+
     def amqp(self) -> AppService:
         """iot-amqp, the AMQP 1.0 door: SASL PLAIN against the registry, or anonymous when the
         stack is."""

@@ -167,10 +167,7 @@ class Stack(AppServices):
             found += [(bridge.name, bridge) for bridge in self.bridges()]
             if self.config.commands_mode == "separate":
                 found.append(("commands", self.commands()))
-        if self.config.with_api:
-            found.append(("api", self.api()))
-        if self.config.with_amqp:
-            found.append(("amqp", self.amqp()))
+        found += self.doors()
         if self.config.with_analytics:
             found.append(("analytics", self.analytics()))
         if self.config.devices > 0:
