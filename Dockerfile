@@ -6,7 +6,7 @@ FROM python:3.11-slim-bookworm
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       mosquitto mosquitto-clients openjdk-17-jre-headless maven procps \
-      mosquitto-dev libmosquitto-dev gcc libc6-dev \
+      mosquitto-dev libmosquitto-dev gcc libc6-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/iot
@@ -34,6 +34,7 @@ COPY api/ api/
 COPY spark_jobs/ spark_jobs/
 COPY stack/ stack/
 COPY edge/ edge/
+COPY amqp/ amqp/
 COPY mosquitto/ mosquitto/
 RUN mkdir -p mosquitto/plugins/build \
  && gcc -shared -fPIC -O2 -Wall -Wextra -Werror \

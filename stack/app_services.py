@@ -239,6 +239,30 @@ class AppServices:
                 )
         return self._http_service("api", [sys.executable, "-m", "api"], env, url, endpoint=url)
 
+    def doors(self) -> list[tuple[str, AppService]]:
+        """What `up` starts of the doors: iot-api (unless --no-api), iot-amqp (with --amqp)."""
+        found = [("api", self.api())] if self.config.with_api else []
+        return found + ([("amqp", self.amqp())] if self.config.with_amqp else [])
+
+    def amqp(self) -> AppService:
+        """iot-amqp, the AMQP 1.0 door: SASL PLAIN against the registry, or anonymous when the
+        stack is."""
+        cfg = self.config
+        url = f"http://{cfg.connect_host}:{cfg.amqp_http_port}"
+        auth = "IOT_INSECURE_ANONYMOUS" if cfg.insecure_anonymous else "IOT_REGISTRY_AUTH"
+        env = {
+            "IOT_KAFKA_BOOTSTRAP": cfg.kafka_bootstrap,
+            "IOT_AMQP_HOST": cfg.connect_host,
+            "IOT_AMQP_PORT": str(cfg.amqp_port),
+            "IOT_HTTP_HOST": cfg.connect_host,
+            "IOT_HTTP_PORT": str(cfg.amqp_http_port),
+            auth: "1",
+        }
+        return self._http_service(
+            "amqp", [sys.executable, "-m", "amqp"], env, url,
+            endpoint=f"amqp://{cfg.connect_host}:{cfg.amqp_port} (metrics {url}/metrics)",
+        )  # fmt: skip
+
     def analytics(self) -> AppService:
         cfg = self.config
         url = f"http://{cfg.connect_host}:{cfg.analytics_http_port}"

@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
         help="metrics/health port of the separate command path process (default 9101)",
     )
     common.add_argument("--api-port", type=int, help="iot-api's HTTP port (default 3904)")
+    common.add_argument("--amqp-port", type=int, help="iot-amqp's AMQP port (default 5672)")
+    common.add_argument(
+        "--amqp-http-port", type=int, help="iot-amqp's metrics and health port (default 9106)"
+    )
     common.add_argument(
         "--mosquitto-autosave-changes", dest="mqtt_autosave_changes", type=int, metavar="N",
         help="Mosquitto saves its store every N changes, so a kill -9 loses about N "
@@ -178,6 +182,11 @@ def _up_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--console", dest="api_console", action="store_true", default=None,
         help="serve the operator console under iot-api's /console (env IOT_STACK_CONSOLE)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--amqp", dest="with_amqp", action="store_true", default=None,
+        help="also start iot-amqp, the AMQP 1.0 door for devices (docs/amqp.md; env "
+        "IOT_STACK_AMQP=1)",
     )  # fmt: skip
     parser.add_argument(
         "--analytics", dest="with_analytics", action="store_true", default=None,

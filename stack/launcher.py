@@ -158,8 +158,7 @@ class Stack(AppServices, MqttTier):
             found += [(bridge.name, bridge) for bridge in self.bridges()]
             if self.config.commands_mode == "separate":  # one per MQTT shard with shards
                 found += [(path.name, path) for path in self.command_paths()]
-        if self.config.with_api:
-            found.append(("api", self.api()))
+        found += self.doors()
         if self.config.with_analytics:
             found.append(("analytics", self.analytics()))
         if self.config.devices > 0:
@@ -180,6 +179,7 @@ class Stack(AppServices, MqttTier):
             ("commands", self.commands()),
             *[(path.name, path) for path in self.shard_command_paths()],
             ("api", self.api()),
+            ("amqp", self.amqp()),
             ("analytics", self.analytics()),
             ("devices", self.devices()),
         ]

@@ -166,6 +166,14 @@ class StackSettings:
     api_console: bool = _setting(
         "IOT_STACK_CONSOLE", False, "serve the operator console under iot-api's /console"
     )
+    with_amqp: bool = _setting(
+        "IOT_STACK_AMQP", False,
+        "start iot-amqp (the AMQP 1.0 door for devices, docs/amqp.md) with the servers",
+    )  # fmt: skip
+    amqp_port: int = _setting("IOT_STACK_AMQP_PORT", 5672, "iot-amqp's AMQP port")
+    amqp_http_port: int = _setting(
+        "IOT_STACK_AMQP_HTTP_PORT", 9106, "iot-amqp's metrics and health port"
+    )
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )

@@ -32,7 +32,10 @@ def check_settings(s: StackSettings) -> None:
         )
     if s.mqtt_port == 0 or s.kafka_port == 0:
         raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
-    for name in ("bridge_http_port", "commands_http_port", "analytics_http_port", "api_port"):
+    for name in (
+        "bridge_http_port", "commands_http_port", "analytics_http_port", "api_port",
+        "amqp_port", "amqp_http_port",
+    ):  # fmt: skip
         value = getattr(s, name)
         if not 1 <= value <= 65535:
             raise StackError(f"{name} must be a fixed TCP port, got {value}")

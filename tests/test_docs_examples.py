@@ -27,7 +27,11 @@ from typing import Any
 
 import pytest
 
+from registry.kafka_store import KafkaStore
+from registry.permissions import local_admin
+from registry.service import Registry
 from stack.ports import free_port as _free_port
+from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.bridge.helpers import consume
 from tests.commands.conftest import CommandEnv, command_env, service_factory  # noqa: F401
 from tests.commands.harness import Device, unique, wait_for
@@ -183,6 +187,7 @@ RUN = {
         ),
         "test_api_device_examples_run",
     ),
+    "iot-amqp --kafka-bootstrap localhost:9092 --registry-auth": "test_amqp_example_runs",
     **dict.fromkeys(
         (
             "iot-api --kafka-bootstrap localhost:9092 --insecure-anonymous --tls-port 3905 "
@@ -1074,6 +1079,57 @@ def test_api_tls_examples_run(stack: Any, tmp_path: Path) -> None:
         proc.terminate()
         assert proc.wait(30) == 0
     assert json.loads(done.stdout) == {"status": "ok"}
+
+
+def _doc_block(doc: str, lang: str, index: int = 0) -> str:
+    """The ``index``-th fenced block of ``lang`` in ``doc`` (its text)."""
+    text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, re.M | re.S)[index]
+
+
+def test_amqp_example_runs(
+    stack: Any,
+    topic_factory: Callable[..., str],
+    transactions_ready: None,  # noqa: F811
+) -> None:
+    """docs/amqp.md: `iot-amqp` as shown (on free ports, with a registry of the test's own),
+    then the python-qpid-proton example as it stands, printing what the doc says it prints."""
+    suffix = uuid.uuid4().hex[:10]
+    store = KafkaStore(
+        stack.kafka_bootstrap, topic=f"iot.registry.{suffix}",
+        audit_topic=f"iot.registry.audit.{suffix}", transactional_id=f"iot-registry-{suffix}",
+    )  # fmt: skip
+    store.ensure_topics()
+    registry = Registry.open(store, local_admin("docs"), None, write=True)
+    registry.create_tenant("default")
+    secret = registry.add_device("default", "pump-1").secret
+    assert secret is not None
+    store.close()
+    tel, dlq = topic_factory("amqptel", partitions=3), topic_factory("amqpdlq", partitions=1)
+    (example,) = _run_by("test_amqp_example_runs")
+    port, http = _free_port(), _free_port()
+    argv = [
+        str(Path(sys.executable).parent / "iot-amqp"),
+        *(a.replace("localhost:9092", stack.kafka_bootstrap) for a in example.argv[1:]),
+        *("--amqp-port", str(port), "--http-port", str(http), "--registry-topic", store.topic),
+        *("--topic-telemetry", tel, "--topic-dlq", dlq),
+    ]
+    code = _doc_block("docs/amqp.md", "python")
+    code = code.replace("localhost:5672", f"127.0.0.1:{port}").replace("<secret>", secret)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{http}/readyz"), 60, "iot-amqp")
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        )
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    assert done.stdout == _doc_block("docs/amqp.md", "text")
+    (good,) = consume(stack.kafka_bootstrap, [tel], until=lambda rs: len(rs) >= 1, timeout=30)
+    assert (good.key, good.json()["seq"], good.headers["orig_adapter"]) == (b"pump-1", 0, b"amqp")
+    (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
+    assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
 
 
 def _answers(url: str) -> bool:

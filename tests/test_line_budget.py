@@ -23,6 +23,7 @@ PRODUCT_PACKAGES = (
     "spark_jobs",
     "stack",
     "edge",
+    "amqp",
 )
 CHECKED = (*PRODUCT_PACKAGES, "bench")
 # Paths (relative to the root) allowed past the limit. Empty: split the module instead.

@@ -273,3 +273,28 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "X"
+
+
+def test_iot_amqp_is_started_with_amqp_and_logs_devices_in_against_the_registry(
+    tmp_path: Path,
+) -> None:
+    assert "amqp" not in [name for name, _ in _stack(tmp_path).services()]  # opt-in
+    stack = _stack(tmp_path, kafka_port=19092, with_amqp=True, amqp_port=15672)
+    assert [name for name, _ in stack.services()][-1] == "amqp"
+    amqp = stack.amqp()
+    assert amqp.argv == [sys.executable, "-m", "amqp"]
+    assert amqp.env == {
+        "IOT_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "IOT_AMQP_HOST": "127.0.0.1",
+        "IOT_AMQP_PORT": "15672",
+        "IOT_HTTP_HOST": "127.0.0.1",
+        "IOT_HTTP_PORT": "9106",
+        "IOT_REGISTRY_AUTH": "1",
+    }
+    assert (
+        stack.endpoints()["amqp"]
+        == "amqp://127.0.0.1:15672 (metrics http://127.0.0.1:9106/metrics)"
+    )
+    anonymous = _stack(tmp_path, insecure_anonymous=True).amqp().env
+    assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
+    assert "IOT_REGISTRY_AUTH" not in anonymous

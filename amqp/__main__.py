@@ -1,0 +1,7 @@
+"""``python -m amqp``: iot-amqp."""
+
+import sys
+
+from amqp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""The one configuration of `iot-amqp`: defaults < ``IOT_*`` environment < flags.
+
+Each setting is a field of :class:`AmqpConfig`; its environment variable is ``IOT_`` + the field
+name in upper case (``amqp_port`` -> ``IOT_AMQP_PORT``) and its flag ``--`` + the name with
+dashes (``--amqp-port``), as the other services'. Frozen and validated on construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amqp.errors import ConfigError
+from appconfig import settings as appsettings
+
+_setting = appsettings.setting
+_TOPIC_RE = appsettings.KAFKA_TOPIC_RE
+
+
+@dataclass(frozen=True, slots=True)
+class AmqpConfig:
+    """All `iot-amqp` settings. Build with :meth:`load`."""
+
+    amqp_host: str = _setting("127.0.0.1", "Address the AMQP listener binds to.")
+    amqp_port: int = _setting(5672, "AMQP port (5672, plain); 0 = pick a free port (logged).")
+    http_host: str = _setting("127.0.0.1", "Address of /metrics, /healthz, /readyz.")
+    http_port: int = _setting(9106, "Port of /metrics, /healthz, /readyz; 0 = a free port.")
+    kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
+    kafka_linger_ms: int = _setting(5, "Producer linger.ms.")
+    publish_timeout_ms: int = _setting(
+        30000,
+        "How long an unsettled upload waits for Kafka's acknowledgement (producer "
+        "message.timeout.ms) before it is released (the client may resend it).",
+    )
+    topic_telemetry: str = _setting("iot.telemetry", "Kafka topic for telemetry (default tenant).")
+    topic_events: str = _setting("iot.events", "Kafka topic for events (default tenant).")
+    topic_dlq: str = _setting("iot.dlq", "Kafka topic for dead letters (default tenant).")
+    max_payload_bytes: int = _setting(
+        65536, "Largest payload the bridge's validation takes (bigger: DLQ `oversized`)."
+    )
+    max_message_bytes: int = _setting(
+        1048576,
+        "max-message-size advertised on a device's link; a bigger message detaches the link "
+        "with amqp:link:message-size-exceeded.",
+    )
+    link_credit: int = _setting(
+        1000,
+        "Credit per sender link of a device; given back only when Kafka answered a message.",
+    )
+    max_frame_bytes: int = _setting(16384, "max-frame-size offered in the open frame.")
+    idle_timeout_s: float = _setting(60.0, "Idle timeout offered in the open frame (s).")
+    registry_auth: bool = _setting(
+        False,
+        "Log-ins (SASL PLAIN) are checked against the registry: devices as `id`, `id@tenant` "
+        "or `tenant/id`, service accounts as `svc/name`.",
+    )
+    insecure_anonymous: bool = _setting(
+        False,
+        "Offer SASL ANONYMOUS and take no log-in (development only); devices then name "
+        "themselves in the address (`telemetry/{tenant}/{device}`).",
+    )
+    registry_topic: str = _setting("iot.registry", "The registry's compacted topic.")
+    login_check_s: float = _setting(
+        2.0,
+        "How often open connections are checked against the registry: a device or account "
+        "disabled, deleted or re-keyed since its log-in is closed (amqp:unauthorized-access).",
+    )
+    tenant_quotas: str = _setting(
+        "", "Static msgs/s quotas `tenant=rate,...` (the registry's win), as the bridge's."
+    )
+    shutdown_timeout_s: float = _setting(5.0, "On SIGTERM: how long Kafka may take to flush.")
+    log_level: str = _setting("INFO", "Logging level.")
+
+    def __post_init__(self) -> None:
+        checks = [
+            (bool(self.amqp_host), "amqp_host must not be empty"),
+            (0 <= self.amqp_port <= 65535, "amqp_port must be 0-65535"),
+            (0 <= self.http_port <= 65535, "http_port must be 0-65535"),
+            (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
+            (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
+            (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
+            (bool(_TOPIC_RE.match(self.topic_telemetry)), "topic_telemetry is not a topic"),
+            (bool(_TOPIC_RE.match(self.topic_events)), "topic_events is not a topic"),
+            (bool(_TOPIC_RE.match(self.topic_dlq)), "topic_dlq is not a topic"),
+            (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a topic"),
+            (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),
+            (
+                self.max_message_bytes >= self.max_payload_bytes,
+                "max_message_bytes must be >= max_payload_bytes",
+            ),
+            (1 <= self.link_credit <= 100000, "link_credit must be 1-100000"),
+            (self.max_frame_bytes >= 512, "max_frame_bytes must be >= 512 (AMQP's minimum)"),
+            (self.idle_timeout_s >= 0, "idle_timeout_s must be >= 0"),
+            (self.login_check_s > 0, "login_check_s must be > 0"),
+            (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
+            (self.log_level in appsettings.LOG_LEVELS, "log_level is not a level"),
+        ]
+        appsettings.check_all(checks, "amqp", ConfigError)
+
+    def check_can_start(self) -> None:
+        """Never anonymous by default: the registry, or the explicit dev flag."""
+        if self.insecure_anonymous == self.registry_auth:
+            raise ConfigError(
+                "give exactly one of --registry-auth (SASL PLAIN against the registry) and, "
+                "for development only, --insecure-anonymous"
+            )
+
+    @classmethod
+    def load(
+        cls,
+        argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> AmqpConfig:
+        return PARSER.load(argv, environ, **overrides)
+
+
+PARSER = appsettings.SettingsParser(AmqpConfig, "amqp settings", ConfigError)
+add_arguments = PARSER.add_arguments
+from_namespace = PARSER.from_namespace

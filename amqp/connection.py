@@ -1,0 +1,233 @@
+"""One AMQP client connection (service): SASL in Python (amqp.sasl, amqp.login), then proton's
+engine (amqp.engine) for the frames; the device's uploads go to Kafka (amqp.uploads).
+
+The stream is read on this task; proton events are handled right after each read. Kafka's
+answers arrive on the event loop later (amqp.uploads) and write their dispositions at once.
+Malformed input ends only this connection: proton answers a framing or decode error with a
+close frame, and the socket is closed after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from proton import Condition, Connection, Endpoint, Event, Link, Session, SymbolList, symbol
+
+from amqp import sasl
+from amqp.engine import Engine, condition_of
+from amqp.errors import SaslError
+from amqp.login import Login, Verdict
+from amqp.model import Cond, Refusal, check_receiver_attach, check_upload_attach
+
+if TYPE_CHECKING:
+    from amqp.service import Door
+
+log = logging.getLogger(__name__)
+_READ = 65536
+_SASL_TIMEOUT_S = 30.0
+_SYS_TEMP = 4  # sasl-outcome sys-temp
+
+
+class ClientConnection:
+    def __init__(
+        self, door: Door, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.door = door
+        self.reader = reader
+        self.writer = writer
+        self.login = Login(Verdict.REFUSED)
+        self.engine: Engine | None = None
+        self.closed = False
+
+    # --- SASL -------------------------------------------------------------------------------
+
+    async def _sasl(self) -> bytes | None:
+        """Read the protocol header and do SASL; the bytes read past it (the AMQP header on),
+        or None when the connection is to end."""
+        head = await self.reader.readexactly(sasl.HEADER_SIZE)
+        logins = self.door.logins
+        if head == sasl.AMQP_HEADER and "ANONYMOUS" in logins.mechanisms:
+            self.login = Login(Verdict.OK)  # no SASL at all: only in the insecure mode
+            return head
+        self.writer.write(sasl.SASL_HEADER)
+        if head != sasl.SASL_HEADER:  # a client skipping SASL: tell it what we speak, end
+            await self.writer.drain()
+            return None
+        self.writer.write(sasl.mechanisms_frame(logins.mechanisms))
+        buffer = b""
+        while True:
+            body, used = sasl.take_frame(buffer)
+            if body is not None:
+                break
+            chunk = await self.reader.read(_READ)
+            if not chunk:
+                return None
+            buffer += chunk
+        init = sasl.parse_init(body)
+        self.login = await logins.check(init.mechanism, init.response)
+        self.door.stats.logins.labels(self.login.verdict.value).inc()
+        code = {Verdict.OK: sasl.OK, Verdict.UNAVAILABLE: _SYS_TEMP}.get(
+            self.login.verdict, sasl.AUTH
+        )
+        self.writer.write(sasl.outcome_frame(code))
+        await self.writer.drain()
+        return buffer[used:] if code == sasl.OK else None
+
+    # --- the connection ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.door.stats.connections.inc()
+        try:
+            try:
+                rest = await asyncio.wait_for(self._sasl(), _SASL_TIMEOUT_S)
+            except (SaslError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                log.info("SASL ended: %s", exc)
+                rest = None
+            if rest is not None:
+                await self._serve(rest)
+        except (ConnectionError, OSError) as exc:
+            log.info("connection ended: %s", exc)
+        finally:
+            self.closed = True
+            self.door.uploads.forget(self)
+            self.door.stats.connections.dec()
+            self.writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self.writer.wait_closed()
+
+    async def _serve(self, first: bytes) -> None:
+        cfg = self.door.cfg
+        self.engine = Engine(max_frame_bytes=cfg.max_frame_bytes, idle_timeout_s=cfg.idle_timeout_s)
+        data = first
+        while True:
+            if data:
+                self.engine.push(data)
+            await self._events()
+            if not await self._flush():
+                return
+            if self.engine.input_closed:  # unreadable input: proton reads no more
+                self._framing_error()
+                await self._events()
+                await self._flush()
+                return
+            deadline = self.engine.tick(time.monotonic())
+            wait = max(0.01, deadline - time.monotonic()) if deadline else None
+            try:
+                data = await asyncio.wait_for(self.reader.read(_READ), wait)
+            except TimeoutError:
+                data = b""
+                continue
+            if not data:
+                self.engine.close_input()
+                await self._events()
+                await self._flush()
+                return
+
+    async def _flush(self) -> bool:
+        """Write what proton has for the peer; False once its output is closed."""
+        assert self.engine is not None
+        out = self.engine.output()
+        if out is None:
+            return False
+        if out:
+            self.writer.write(out)
+            await self.writer.drain()
+        return True
+
+    def flush_soon(self) -> None:
+        """After a disposition made outside the read loop: write it now (no await there)."""
+        if self.engine is None or self.closed:
+            return
+        out = self.engine.output()
+        if out:
+            self.writer.write(out)
+
+    # --- proton events ----------------------------------------------------------------------
+
+    async def _events(self) -> None:
+        assert self.engine is not None
+        for event in self.engine.events():
+            kind = event.type
+            if kind == Event.CONNECTION_REMOTE_OPEN:
+                self._open_connection(self.engine.connection)
+            elif kind == Event.SESSION_REMOTE_OPEN and event.session is not None:
+                event.session.incoming_capacity = 4 * self.door.cfg.max_message_bytes
+                event.session.open()
+            elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
+                self._attach(event.link)
+            elif kind == Event.DELIVERY and event.delivery is not None:
+                await self.door.uploads.on_delivery(self, event.delivery)
+            elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
+                _close(event.link)
+                self.door.uploads.forget_link(self, event.link)
+            elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
+                _close(event.session)
+            elif kind == Event.CONNECTION_REMOTE_CLOSE:
+                _close(self.engine.connection)
+
+    def _open_connection(self, conn: Connection) -> None:
+        conn.container = "iot-amqp"
+        conn.offered_capabilities = SymbolList([symbol("ANONYMOUS-RELAY")])
+        conn.open()
+
+    def _attach(self, link: Link) -> None:
+        if link.is_receiver:  # the client sends on it
+            target = link.remote_target.address
+            refusal = check_upload_attach(target, int(link.remote_rcv_settle_mode))
+            if refusal is None:
+                link.target.copy(link.remote_target)
+                link.source.copy(link.remote_source)
+                link.rcv_settle_mode = Link.RCV_FIRST
+                link.snd_settle_mode = link.remote_snd_settle_mode
+                link.max_message_size = self.door.cfg.max_message_bytes
+                link.open()
+                link.flow(self.door.cfg.link_credit)
+                return
+        else:
+            refusal = check_receiver_attach(link.remote_source.address)
+        # refused: attach with a null terminus, then detach with the condition (the contract)
+        self.door.stats.refused_links.labels(str(refusal.condition)).inc()
+        if link.is_receiver:
+            link.source.copy(link.remote_source)
+        else:
+            link.target.copy(link.remote_target)
+        link.open()
+        self.detach(link, refusal)
+
+    def detach(self, link: Link, refusal: Refusal) -> None:
+        link.condition = condition_of(refusal)
+        link.close()
+
+    def _framing_error(self) -> None:
+        """End a connection whose bytes proton could not read: close it with
+        ``amqp:connection:framing-error`` if it was open (else there is nothing to close)."""
+        assert self.engine is not None
+        conn = self.engine.connection
+        log.info("unreadable AMQP input, closing the connection")
+        if conn.state & Endpoint.LOCAL_ACTIVE:
+            conn.condition = Condition(str(Cond.FRAMING), "unreadable frame")
+            conn.close()
+
+    def close_with(self, condition: Cond, description: str) -> None:
+        """Close the connection with ``condition`` (SIGTERM: ``amqp:connection:forced``; a
+        device disabled meanwhile: ``amqp:unauthorized-access``); unsettled uploads stay
+        unsettled, so clients resend them."""
+        if self.engine is None or self.closed:
+            self.writer.close()
+            return
+        conn = self.engine.connection
+        conn.condition = Condition(str(condition), description)
+        if conn.state & Endpoint.LOCAL_ACTIVE:
+            conn.close()
+        self.flush_soon()
+        self.writer.close()
+
+
+def _close(endpoint: Connection | Session | Link) -> None:
+    """Answer the peer's close (unless closed here already)."""
+    if endpoint.state & Endpoint.LOCAL_ACTIVE:
+        endpoint.close()

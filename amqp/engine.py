@@ -1,0 +1,82 @@
+"""proton's AMQP engine over an asyncio stream (adapter): a server ``Transport`` without a SASL
+layer of its own (amqp.sasl does that before), its ``Connection`` and event ``Collector``.
+Bytes in with :meth:`push`, bytes out with :meth:`output`; everything on the event loop's
+thread (no proton object may touch another thread)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from proton import Collector, Condition, Connection, Event, Transport, symbol
+
+from amqp.model import Refusal
+
+
+def condition_of(refusal: Refusal) -> Condition:
+    """The AMQP error of a refusal: condition, description, info (e.g. ``{code: not_json}``)."""
+    info: dict[Any, Any] | None = None
+    if refusal.info:
+        info = {symbol(k): v for k, v in refusal.info.items()}
+    return Condition(str(refusal.condition), refusal.description, info)
+
+
+class Engine:
+    def __init__(self, *, max_frame_bytes: int, idle_timeout_s: float) -> None:
+        self.transport = Transport(Transport.SERVER)
+        self.transport.max_frame_size = max_frame_bytes
+        if idle_timeout_s > 0:
+            self.transport.idle_timeout = idle_timeout_s
+        self.connection = Connection()
+        self.collector = Collector()
+        self.connection.collect(self.collector)
+        self.transport.bind(self.connection)
+
+    def push(self, data: bytes) -> None:
+        """Feed bytes from the peer (dropped once the transport takes no more input)."""
+        view = memoryview(data)
+        while view:
+            room = self.transport.capacity()
+            if room <= 0:  # input closed (unreadable bytes): :attr:`input_closed`
+                return
+            chunk = view[:room]
+            self.transport.push(bytes(chunk))
+            view = view[len(chunk) :]
+
+    @property
+    def input_closed(self) -> bool:
+        """proton reads no more input (it found bytes it cannot read, or the peer's EOF)."""
+        return bool(self.transport.capacity() < 0)
+
+    def close_input(self) -> None:
+        self.transport.close_tail()
+
+    def output(self) -> bytes | None:
+        """What to write to the peer now (b"" = nothing yet); None once the output is closed."""
+        pending = self.transport.pending()
+        if pending < 0:
+            return None
+        if pending == 0:
+            return b""
+        out = self.transport.peek(pending) or b""
+        self.transport.pop(len(out))
+        return bytes(out)
+
+    def tick(self, now_s: float) -> float:
+        """Idle-timeout housekeeping; the next deadline (0 = none)."""
+        deadline: float = self.transport.tick(now_s)
+        return deadline
+
+    def events(self) -> Iterator[Event]:
+        while True:
+            event = self.collector.peek()
+            if event is None:
+                return
+            try:
+                yield event
+            finally:
+                self.collector.pop()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.transport.closed)

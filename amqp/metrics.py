@@ -1,0 +1,32 @@
+"""iot-amqp's Prometheus metrics (adapter: prometheus_client)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class AmqpMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.connections = Gauge(
+            "iot_amqp_connections", "AMQP connections open now", registry=registry
+        )
+        self.logins = Counter(
+            "iot_amqp_logins", "SASL log-ins by verdict (ok, refused, unavailable)",
+            ["verdict"], registry=registry,
+        )  # fmt: skip
+        self.messages = Counter(
+            "iot_amqp_messages",
+            "Device uploads by channel and outcome (accepted, released, or the condition of a "
+            "rejection)",
+            ["channel", "outcome"],
+            registry=registry,
+        )
+        self.refused_links = Counter(
+            "iot_amqp_refused_links", "Link attaches refused, by condition", ["condition"],
+            registry=registry,
+        )  # fmt: skip
+        self.presettled_events = Counter(
+            "iot_amqp_presettled_events",
+            "Events sent pre-settled (at most once; Hono refuses them, iot-amqp counts them)",
+            registry=registry,
+        )

@@ -1,0 +1,231 @@
+"""Devices' uploads (service): a complete transfer becomes the bridge's record (amqp.model),
+goes to Kafka (amqp.kafka) under a plain int token, and is settled when Kafka answered:
+``accepted``, ``rejected`` with the contract's condition once a dead letter is in Kafka, or
+``released`` when Kafka did not take it. A pre-settled transfer is settled at once (at most
+once). A link's credit is given back one message at a time, when Kafka answered for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from proton import Delivery, Link, Message
+
+from amqp.engine import condition_of
+from amqp.model import (
+    Cond,
+    Outcome,
+    Refusal,
+    UploadAddress,
+    map_amqp,
+    parse_upload_address,
+    payload_of,
+    quota_record,
+    settle_outcome,
+    upload_device,
+)
+from api.errors import ApiError
+from api.http_devices.model import DeviceRef
+from bridge.mapping import KafkaRecord, Topics, tenant_topics
+from bridge.quota import TenantQuotas, parse_rates
+from bridge.topics import DEFAULT_TENANT, Channel
+
+if TYPE_CHECKING:
+    from amqp.connection import ClientConnection
+    from amqp.service import Door
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class InFlight:
+    conn: ClientConnection
+    link: Link
+    delivery: Delivery | None  # None: pre-settled, nothing to answer
+    rec: KafkaRecord
+    channel: Channel
+
+
+class Uploads:
+    def __init__(self, door: Door) -> None:
+        self.door = door
+        cfg = door.cfg
+        self.topics = Topics(
+            telemetry=cfg.topic_telemetry, events=cfg.topic_events, dlq=cfg.topic_dlq
+        )
+        self.quotas = TenantQuotas()
+        self._static_rates = parse_rates(cfg.tenant_quotas)
+        self._ready: set[str] = {DEFAULT_TENANT}
+        self._tokens = itertools.count(1)
+        self._inflight: dict[int, InFlight] = {}
+        # (connection, link name) -> the bytes of the link's transfer under way (proton's
+        # Python objects are wrappers made afresh: their id() is no key)
+        self._partial: dict[tuple[int, str], bytearray] = {}
+
+    def start(self) -> None:
+        self.quotas.set_rates(dict(self._static_rates), time.monotonic())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    # --- transfers --------------------------------------------------------------------------
+
+    async def on_delivery(self, conn: ClientConnection, dlv: Delivery) -> None:
+        link = dlv.link
+        key = (id(conn), link.name)
+        if not link.is_receiver or not dlv.readable or dlv.aborted:
+            if dlv.aborted:
+                self._partial.pop(key, None)
+                dlv.settle()
+            return
+        chunk = link.recv(dlv.pending) or b""
+        buffer = self._partial.setdefault(key, bytearray())
+        buffer += chunk
+        if len(buffer) > self.door.cfg.max_message_bytes:
+            # the spec's link error; the transfer dies with the link (never settled)
+            self._partial.pop(key, None)
+            self.door.stats.messages.labels("unknown", "oversized_link").inc()
+            conn.detach(
+                link,
+                Refusal(
+                    Cond.MESSAGE_SIZE,
+                    f"message over max-message-size {self.door.cfg.max_message_bytes} bytes",
+                ),
+            )
+            return
+        if dlv.partial:
+            return
+        data = bytes(self._partial.pop(key))
+        link.advance()
+        await self._message(conn, link, dlv, data)
+
+    async def _message(
+        self, conn: ClientConnection, link: Link, dlv: Delivery, data: bytes
+    ) -> None:
+        presettled = bool(dlv.settled)
+        msg = Message()
+        try:
+            msg.decode(data)
+        except Exception as exc:  # noqa: BLE001 - proton's codec errors have no common root
+            self._refuse(conn, link, dlv, Refusal(
+                Cond.BAD_REQUEST, f"bad_message: undecodable message: {exc}"[:500],
+                {"code": "bad_message"},
+            ))  # fmt: skip
+            return
+        found = parse_upload_address(link.target.address or msg.address)
+        device = upload_device(conn.login.principal, found) if isinstance(found, UploadAddress) \
+            else found  # fmt: skip
+        payload = payload_of(msg.body)
+        for refused in (found, device, payload):
+            if isinstance(refused, Refusal):
+                self._refuse(conn, link, dlv, refused)
+                return
+        assert isinstance(found, UploadAddress)
+        assert isinstance(device, DeviceRef)
+        assert isinstance(payload, bytes)
+        rec = self._record(device, found.channel, payload, presettled)
+        try:
+            await self._tenant_ready(device.tenant)
+        except ApiError as exc:
+            log.warning("topics of tenant %s not made: %s", device.tenant, exc)
+        if presettled:
+            dlv.settle()  # at most once; and a pre-settled delivery must be settled by hand
+            if found.channel is Channel.EVENTS:
+                self.door.stats.presettled_events.inc()
+        token = next(self._tokens)
+        self._inflight[token] = InFlight(conn, link, None if presettled else dlv, rec,
+                                         found.channel)  # fmt: skip
+        self.door.producer.send(rec, token, self.reported)
+
+    def _record(
+        self, device: DeviceRef, channel: Channel, payload: bytes, presettled: bool
+    ) -> KafkaRecord:
+        now_ms = time.time_ns() // 1_000_000
+        self._rates()
+        if self.quotas.buckets and not self.quotas.allow(device.tenant, time.monotonic()):
+            rate = self.quotas.buckets[device.tenant].rate
+            return quota_record(device, channel, payload, now_ms, topics=self.topics, rate=rate)
+        return map_amqp(
+            device, channel, payload, now_ms, presettled=presettled, topics=self.topics,
+            max_payload_bytes=self.door.cfg.max_payload_bytes,
+        )  # fmt: skip
+
+    def _refuse(self, conn: ClientConnection, link: Link, dlv: Delivery, refusal: Refusal) -> None:
+        """A client error found before Kafka: rejected with its condition (pre-settled: only
+        counted), and the credit given back."""
+        self.door.stats.messages.labels("unknown", str(refusal.condition)).inc()
+        if not dlv.settled:
+            dlv.local.condition = condition_of(refusal)
+            dlv.update(Delivery.REJECTED)
+        dlv.settle()
+        link.flow(1)
+
+    # --- Kafka's answers --------------------------------------------------------------------
+
+    def reported(self, token: int, ok: bool, error: str) -> None:
+        """A delivery report (on the event loop): settle the transfer, give its credit back."""
+        item = self._inflight.pop(token, None)
+        if item is None:
+            return  # its connection or link went away: nothing to answer
+        outcome, refusal = settle_outcome(item.rec, ok)
+        label = outcome.value if refusal is None else str(refusal.condition)
+        self.door.stats.messages.labels(item.channel.value, label).inc()
+        if not ok:
+            log.warning("Kafka did not take a record for %s: %s", item.rec.topic, error)
+        if item.conn.closed:
+            return
+        dlv = item.delivery
+        if dlv is not None:
+            if outcome is Outcome.ACCEPTED:
+                dlv.update(Delivery.ACCEPTED)
+            elif outcome is Outcome.RELEASED:
+                dlv.update(Delivery.RELEASED)
+            else:
+                assert refusal is not None
+                dlv.local.condition = condition_of(refusal)
+                dlv.update(Delivery.REJECTED)
+            dlv.settle()
+        if item.link.state & item.link.LOCAL_ACTIVE:
+            item.link.flow(1)
+        item.conn.flush_soon()
+
+    def forget(self, conn: ClientConnection) -> None:
+        """The connection ended: its transfers' answers are dropped (never settled)."""
+        for item in self._inflight.values():
+            if item.conn is conn:
+                item.delivery = None
+        for key in [k for k in self._partial if k[0] == id(conn)]:
+            del self._partial[key]
+
+    def forget_link(self, conn: ClientConnection, link: Link) -> None:
+        self._partial.pop((id(conn), link.name), None)
+
+    # --- tenants ----------------------------------------------------------------------------
+
+    def _rates(self) -> None:
+        """The registry's msgs/s quotas (they win over the static setting), as the bridge."""
+        auth = self.door.logins.auth
+        if auth is None:
+            return
+        rates: dict[str, float | None] = dict(self._static_rates)
+        for tenant in auth.registry.state.tenants.values():
+            if tenant.quotas.msgs_per_s is not None:
+                rates[tenant.id] = tenant.quotas.msgs_per_s
+        self.quotas.set_rates(rates, time.monotonic())
+
+    async def _tenant_ready(self, tenant: str) -> None:
+        """The tenant's topics exist (the bridge's partition counts) before its first record."""
+        if tenant in self._ready:
+            return
+        admin = self.door.admin
+        names = await admin.topics()
+        own = tenant_topics(self.topics, tenant)
+        for base, name in zip(self.topics.all()[:3], own.all()[:3], strict=True):
+            if name not in names:
+                await admin.ensure(name, names.get(base, 0))
+        self._ready.add(tenant)
