@@ -15,14 +15,24 @@ ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE} AS deps-list
 COPY pyproject.toml /src/
 RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb")); \
-print("\n".join(p["project"]["dependencies"]))' > /requirements.txt
+deps = p["project"]["dependencies"]; \
+open("/pyspark.txt", "w").write("\n".join(d for d in deps if d.startswith("pyspark"))); \
+open("/requirements.txt", "w").write("\n".join(deps))'
 
 FROM ${BASE} AS deps
-# only the list: a change elsewhere in pyproject.toml leaves this layer cached
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+# only the lists: a change elsewhere in pyproject.toml leaves these layers cached; pyspark (a
+# 434 MB sdist built here, minutes) first and alone, so a new dependency does not rebuild it
+COPY --from=deps-list /pyspark.txt /pyspark.txt
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r /pyspark.txt
+# python-qpid-proton (iot-amqp) builds from its sdist: a compiler, and OpenSSL found through
+# pkg-config, else it builds without TLS, silently (the image keeps Debian's libssl3 only)
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      gcc libc6-dev libssl-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=deps-list /requirements.txt /requirements.txt
-RUN python3 -m venv /opt/venv \
- && PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/venv/bin/pip install --no-cache-dir \
-      -r /requirements.txt
+RUN /opt/venv/bin/pip install --no-cache-dir -r /requirements.txt
 
 FROM ${BASE} AS build
 RUN apt-get update \
