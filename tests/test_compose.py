@@ -174,6 +174,36 @@ def test_the_image_copies_every_package_it_installs() -> None:
     assert not missing, f"the Dockerfile does not COPY {missing}"
 
 
+def _final_stage(dockerfile: str) -> str:
+    """The Dockerfile's last stage: what the image is made of."""
+    return re.split(r"^FROM ", dockerfile, flags=re.MULTILINE)[-1]
+
+
+def test_the_image_runs_as_an_unprivileged_user_without_build_tools() -> None:
+    """Issue 33 item 4: a non-root user, and no compiler, maven or headers in the final stage
+    (they stay in the build stage)."""
+    final = _final_stage((ROOT / "Dockerfile").read_text())
+    users = re.findall(r"^USER (\S+)$", final, flags=re.MULTILINE)
+    assert users, "the final stage sets no USER: the services would run as root"
+    assert users[-1] not in {"root", "0"}
+    installed = " ".join(re.findall(r"apt-get install[^&]*", final))
+    for tool in ("gcc", "maven", "-dev"):
+        assert tool not in installed, f"{tool} in the final image"
+
+
+def test_every_long_running_service_has_a_health_check() -> None:
+    """`depends_on: service_healthy` and `docker-compose ps` need one; one-shot services
+    (restart "no") end instead."""
+    missing = [
+        name
+        for name, service in SERVICES.items()
+        if service.get("restart", "unless-stopped") != "no"
+        and "healthcheck" not in service
+        and "profiles" not in service
+    ]
+    assert not missing, f"no healthcheck: {missing}"
+
+
 def _mounts(service: dict[str, Any]) -> dict[str, str]:
     """Container path -> volume name (with its :ro, if any)."""
     found = {}
