@@ -25,11 +25,12 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 # 434 MB sdist built here, minutes) first and alone, so a new dependency does not rebuild it
 COPY --from=deps-list /pyspark.txt /pyspark.txt
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r /pyspark.txt
-# python-qpid-proton (iot-amqp) builds from its sdist: a compiler, and OpenSSL found through
-# pkg-config, else it builds without TLS, silently (the image keeps Debian's libssl3 only)
+# python-qpid-proton (iot-amqp) builds from its sdist: a compiler, Python's headers, and
+# OpenSSL found through pkg-config, else it builds without TLS, silently (the image keeps
+# Debian's libssl3 only)
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      gcc libc6-dev libssl-dev pkg-config \
+      gcc libc6-dev python3-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=deps-list /requirements.txt /requirements.txt
 RUN /opt/venv/bin/pip install --no-cache-dir -r /requirements.txt
