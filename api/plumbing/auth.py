@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from api.errors import SERVER_UNAV, SERVER_UNAVAILABLE, ApiError
 from api.plumbing import cambria
 from api.plumbing.access import Principal
+from api.plumbing.outage_log import OutageLog
 from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import ApiKey, Role, TopicAcl
@@ -88,6 +89,7 @@ class RegistryAuthenticator:
         self._registry: Registry | None = None
         self._remembered: dict[bytes, tuple[float, Principal]] = {}
         self._barrier = ReadBarrier(self._catch_up)
+        self._outage = OutageLog(log, "registry not readable, refusing to decide on a stale copy")
         self._write_lock = asyncio.Lock()
         self.master = master
         self._window_s = window_s
@@ -110,10 +112,11 @@ class RegistryAuthenticator:
         try:
             changed = await asyncio.to_thread(self.registry.refresh)
         except RegistryError as exc:
-            log.warning("registry not readable, refusing to decide on a stale copy: %s", exc)
+            self._outage.failed(exc)  # once per outage, then a reminder every 30 s
             raise ApiError(
                 503, SERVER_UNAVAILABLE, f"{SERVER_UNAV} The registry (Kafka) does not answer."
             ) from exc
+        self._outage.answered()
         if changed:  # a disabled account or a rotated secret counts from now on
             self._remembered.clear()
 
