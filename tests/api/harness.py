@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from api.config import ApiConfig
 from api.service import ApiService
@@ -69,8 +69,23 @@ class Client:
 def running_api(**settings: Any) -> Iterator[ApiService]:
     """Start the service on a free port in a thread of its own; stop it on exit."""
     settings.setdefault("api_port", 0)
-    cfg = ApiConfig.load([], environ={}, **settings)
-    service = ApiService(cfg)
+    service = ApiService(ApiConfig.load([], environ={}, **settings))
+    with serving_in_thread(service, "iot-api"):
+        yield service
+
+
+class _Served(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Served)
+
+
+@contextmanager
+def serving_in_thread(service: S, name: str) -> Iterator[S]:
+    """``service.start()`` on an event loop in a thread of its own (its failure raised here),
+    ``service.stop()`` on exit: iot-api here, iot-amqp in tests/amqp/harness.py."""
     loop = asyncio.new_event_loop()
     failed: list[BaseException] = []
     ready = threading.Event()
@@ -86,7 +101,7 @@ def running_api(**settings: Any) -> Iterator[ApiService]:
         ready.set()
         loop.run_forever()
 
-    thread = threading.Thread(target=serve, name="iot-api-test", daemon=True)
+    thread = threading.Thread(target=serve, name=f"{name}-test", daemon=True)
     thread.start()
     ready.wait(60)
     if failed:
