@@ -44,6 +44,7 @@ from tests.docs_examples import (
     help_text,
     parse,
 )
+from tests.plugins.jvm_options import KAFKA_JVM_OPTIONS_ENV
 from tests.registry.conftest import running_dynsec_mosquitto
 
 EXAMPLES = all_examples()
@@ -418,7 +419,8 @@ def _run_by(test: str) -> list[Example]:
 
 
 def _clean_iot_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [n for n in os.environ if n.startswith("IOT_")]:
+    # the examples run as on a user's machine, but their brokers with the tests' JVM options
+    for name in [n for n in os.environ if n.startswith("IOT_") and n != KAFKA_JVM_OPTIONS_ENV]:
         monkeypatch.delenv(name)
 
 

@@ -21,6 +21,7 @@ from stack.ports import free_port
 from tests.amqp.test_uploads import Door, door, reading, seq_of  # noqa: F401 - fixture
 from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.commands.harness import wait_for
+from tests.plugins.jvm_options import environ_without_settings
 
 pytestmark = pytest.mark.integration
 TOTAL = 3000
@@ -72,7 +73,7 @@ class Uploader(MessagingHandler):
 @pytest.fixture
 def amqp_process(door: Door) -> Iterator[tuple[subprocess.Popen[bytes], int]]:  # noqa: F811
     port, http = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     argv = [
         sys.executable, "-m", "amqp", "--registry-auth",
         "--kafka-bootstrap", door.bootstrap, "--registry-topic", door.registry_topic,

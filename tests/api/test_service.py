@@ -18,6 +18,7 @@ from api.routes import ROUTES
 from stack.ports import free_port as _free_port
 from tests.api.harness import Client, Reply, running_api
 from tests.conftest import Endpoints
+from tests.plugins.jvm_options import environ_without_settings
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +108,7 @@ def test_refuses_to_start_without_authentication() -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("IOT_")},
+        env=environ_without_settings(),
         check=False,
     )
     assert result.returncode == 2

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from commands.service import CommandService
 from stack.ports import free_port
 from tests.commands.conftest import CommandEnv
 from tests.commands.harness import wait_for
+from tests.plugins.jvm_options import environ_without_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -151,7 +151,7 @@ class ServeProcess:
     """``iot-cmd serve`` as a subprocess with a test's settings."""
 
     def __init__(self, settings: dict[str, Any], log_path: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+        env = environ_without_settings()
         for name, value in settings.items():
             text = ("1" if value else "0") if isinstance(value, bool) else str(value)
             env["IOT_" + name.upper()] = text

@@ -14,7 +14,6 @@ the fixture Mosquitto it is pointed at (tests/plugins/mqtt_logins.py).
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.plugins.jvm_options import environ_without_settings
 from tests.plugins.mqtt_logins import bridge_login_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ class BridgeProcess:
         return "commands.inline" if self.settings.get("commands_enabled") else "bridge.cli"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+        env = environ_without_settings()
         for name, value in self.settings.items():
             text = ("1" if value else "0") if isinstance(value, bool) else str(value)
             env["IOT_" + name.upper()] = text

@@ -6,13 +6,14 @@ the suite starts about 40 brokers. Benchmarks and the product keep the JVM's def
 
 Imported by tests/conftest.py, so set in every pytest process (controller and xdist workers)
 before any test; the fixtures' StackConfig.servers_on_free_ports does not read the environment,
-so they pass :func:`kafka_jvm_options` themselves. Not yet covered: the tests that run
-`iot-stack up` with the IOT_* variables stripped from its environment (about ten brokers of a
-run still start with C2)."""
+so they pass :func:`kafka_jvm_options` themselves. The tests that run a service or `iot-stack
+up` with the operator's IOT_* settings stripped from its environment keep this one setting
+(:func:`environ_without_settings`), so their brokers run C1 too."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 TEST_KAFKA_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 KAFKA_JVM_OPTIONS_ENV = "IOT_KAFKA_JVM_OPTS"
@@ -24,3 +25,13 @@ os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, TEST_KAFKA_JVM_OPTIONS)
 def kafka_jvm_options() -> str:
     """What this run's test brokers use."""
     return os.environ.get(KAFKA_JVM_OPTIONS_ENV, TEST_KAFKA_JVM_OPTIONS)
+
+
+def environ_without_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) without the IOT_* settings, which would change what
+    a service under test does, but with the tests' Kafka JVM options, which change only its
+    CPU cost."""
+    source = os.environ if environ is None else environ
+    kept = {k: v for k, v in source.items() if not k.startswith("IOT_")}
+    kept[KAFKA_JVM_OPTIONS_ENV] = kafka_jvm_options()
+    return kept

@@ -31,6 +31,7 @@ from spark_jobs.query_health import committed_offsets
 from stack.config import StackConfig
 from stack.ports import free_ports, port_open
 from stack.spark_cluster import SparkMaster, SparkWorker, alive_worker_ui_ports
+from tests.plugins.jvm_options import environ_without_settings
 from tests.spark_jobs.test_kafka_e2e import CLOCK_DEVICE, _device_minute
 from tests.spark_jobs.test_stream_recovery import WATERMARK_MINUTES, Load, _get, _wait
 
@@ -146,7 +147,7 @@ def test_stream_on_a_standalone_cluster_survives_a_killed_worker_and_reports_non
     http_port, ui_port = cluster.spare_ports
     base = f"http://127.0.0.1:{http_port}"
     master_url = cluster.master.url
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")} | {
+    env = environ_without_settings() | {
         "PYTHONPATH": str(ROOT),
         "IOT_LOG_FORMAT": "json",
         "IOT_ANALYTICS_HTTP_PORT": str(http_port),

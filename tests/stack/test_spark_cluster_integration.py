@@ -17,6 +17,7 @@ import pytest
 
 from stack.ports import free_port, free_ports
 from stack.spark_cluster import alive_worker_ui_ports, master_json
+from tests.plugins.jvm_options import environ_without_settings
 from tests.stack.test_supervisor_integration import (
     _alive,
     _cli,
@@ -47,7 +48,7 @@ def test_up_spark_workers_supervised_status_and_down(tmp_path: Path) -> None:
         "--kafka-port", str(kafka),
         "--kafka-controller-port", str(controller),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")} | {
+    env = environ_without_settings() | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": "1",
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
         "IOT_KAFKA_HEAP": "512m",

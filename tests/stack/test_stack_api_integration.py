@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from stack.ports import free_port, free_ports
+from tests.plugins.jvm_options import environ_without_settings
 from tests.stack.stack_ports import StackPorts
 
 pytestmark = pytest.mark.integration
@@ -92,7 +93,7 @@ def _values(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list
 def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) -> None:
     ports = StackPorts.free(tmp_path)
     args = ports.args
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "180",
@@ -165,7 +166,7 @@ def test_an_anonymous_stack_runs_an_anonymous_iot_api(tmp_path: Path) -> None:
         "--kafka-controller-port", str(controller),
         "--api-port", str(api_http),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     try:  # `down` also after an `up` that timed out: it left the stack running
         up = _run(

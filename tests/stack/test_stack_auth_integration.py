@@ -9,7 +9,6 @@ with `iot-devices` is dropped and refused while the others keep flowing.
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
@@ -24,6 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from stack import paths
 from tests.bridge.helpers import wait_for
+from tests.plugins.jvm_options import environ_without_settings
 from tests.registry.mqtt_probe import connack_of
 from tests.stack.stack_ports import StackPorts
 
@@ -97,7 +97,7 @@ def test_up_authenticates_every_client_and_keeps_its_accounts(tmp_path: Path) ->
     args = ports.args
     secrets = ports.data_dir / "secrets"
     up_args = ["up", *args, "--partitions", "3", "--devices", "3", "--device-rate", "4"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = ports.bootstrap
     registry = [

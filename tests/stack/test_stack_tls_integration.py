@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from registry import pki
 from stack.ports import free_ports
+from tests.plugins.jvm_options import environ_without_settings
 from tests.registry.mqtt_probe import Probe
 from tests.registry.test_tls import OK, _refused
 from tests.stack.test_stack_auth_integration import _pid_of, _run
@@ -88,7 +89,7 @@ def test_up_opens_the_mutual_tls_listener_of_its_ca(tmp_path: Path) -> None:
         "--commands-http-port", str(commands_http),
         "--api-port", str(api_http),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = f"127.0.0.1:{kafka}"
     registry = [

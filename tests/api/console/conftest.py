@@ -21,6 +21,7 @@ import pytest
 
 from stack.ports import free_port, free_ports
 from tests.api.harness import run_module
+from tests.plugins.jvm_options import environ_without_settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -55,7 +56,7 @@ def operator_console(
     """A registry on ``kafka_bootstrap`` with an operator account `ops`, and `iot-api --console`
     on ``port`` logging in against it (sampling every second, beside a bridge that is never
     up), ready: the operator's secret and the process (stop it with stop_api)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     reg = [sys.executable, "-m", "registry", "--kafka-bootstrap", kafka_bootstrap, "--json"]
     for args in (["init"], ["account", "create", "ops", "--role", "operator"]):
         done = subprocess.run([*reg, *args], capture_output=True, text=True, env=env,
@@ -110,7 +111,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
         "--kafka-controller-port", str(controller), "--bridge-http-port", str(bridge_http),
         "--commands-http-port", str(commands_http),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = f"127.0.0.1:{kafka}"
     api: subprocess.Popen[bytes] | None = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 
 from api.service import ApiService
 from tests.api.harness import Client, Reply, basic, read_topic, run_module, running_api
+from tests.plugins.jvm_options import environ_without_settings
 from tests.registry.mqtt_probe import Probe, wait_for
 from tests.stack.stack_ports import StackPorts
 
@@ -50,7 +50,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     ports = StackPorts.free(tmp_path_factory.mktemp("ops"))
     data_dir, mqtt, kafka, args = ports.data_dir, ports.mqtt, ports.kafka, ports.args
     secrets = data_dir / "secrets"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    env = environ_without_settings()
     env |= {"IOT_KAFKA_HEAP": "512m", "IOT_START_TIMEOUT": "180"}
     bootstrap = f"127.0.0.1:{kafka}"
     try:
