@@ -124,8 +124,10 @@ class Accountant:
     def add_telemetry(self, rows: Iterable[Row]) -> None:
         """Count ``rows``; per device they must come in log order (see the module doc)."""
         devices = self._devices
-        latency = self._latency.add
-        bridge_latency = self._bridge_latency.add
+        latencies: list[int] = []  # counted per batch (LatencyHistogram.update)
+        bridge_latencies: list[int] = []
+        latency = latencies.append
+        bridge_latency = bridge_latencies.append
         timeline = None if self.timeline is None else self.timeline.add
         received = unexpected = in_range = 0
         first_ts, last_ts = self._first_ts, self._last_ts
@@ -167,6 +169,8 @@ class Accountant:
                     timeline(kafka_ts, kafka_ts - true_ts)
                 if received_at is not None:
                     bridge_latency(received_at - true_ts)
+        self._latency.update(latencies)
+        self._bridge_latency.update(bridge_latencies)
         self.received += received
         self.unexpected += unexpected
         self._in_range += in_range

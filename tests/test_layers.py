@@ -18,6 +18,7 @@ module missing from either) or when an import breaks the rule:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,9 +128,26 @@ def modules_of(package: str) -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def _import_statements(text: str, filename: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every absolute import of a module's source: ``("", names)`` for ``import a, b`` and
+    ``(module, names)`` for ``from module import names``. Cached by the source itself, so
+    the tests of one worker parse each file once, and a planted violation is still seen."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(text, filename=filename)):
+        if isinstance(node, ast.Import):
+            found.append(("", tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, tuple(alias.name for alias in node.names)))
+    return tuple(found)
+
+
+def _imports_of(path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return _import_statements(path.read_text(encoding="utf-8"), str(path))
+
+
 def imported_modules(path: Path, known: set[str]) -> set[str]:
     """First-party modules a file imports (lazy and TYPE_CHECKING imports included)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     targets: set[str] = set()
 
     def resolve(dotted: str) -> str:
@@ -138,28 +156,27 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
             parts.pop()
         return ".".join(parts) if parts else dotted
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets.update(resolve(alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                targets.add(resolve(f"{node.module}.{alias.name}"))
-    return {t for t in targets if t.split(".")[0] in first_party_packages()}
+    for module, names in _imports_of(path):
+        if module:
+            targets.update(resolve(f"{module}.{name}") for name in names)
+        else:
+            targets.update(resolve(name) for name in names)
+    ours = first_party_packages()  # once: it globs the tree
+    return {t for t in targets if t.split(".")[0] in ours}
 
 
 def third_party_roots(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     roots: set[str] = set()
 
     def root(name: str) -> str:
         # urllib.parse only splits and quotes strings; urllib.request is the client
         return PURE_SUBMODULE if name.startswith(PURE_SUBMODULE) else name.partition(".")[0]
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots.update(root(alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(root(node.module))
+    for module, names in _imports_of(path):
+        if module:
+            roots.add(root(module))
+        else:
+            roots.update(root(name) for name in names)
     return roots
 
 
