@@ -49,6 +49,7 @@ pytest_plugins = [
     "tests.plugins.port_pool",  # free ports from one locked pool shared by the run's processes
     "tests.plugins.spark_session",  # the `spark` fixture: one local Spark session per process
     "tests.plugins.suite_time",  # a run of whole tiers over its time budget fails
+    "tests.plugins.worker_load",  # each worker's busy time, the longest xdist groups
     "pytester",  # tests/plugins/test_suite_time.py runs pytest on planted suites
 ]
 

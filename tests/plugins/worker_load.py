@@ -1,0 +1,92 @@
+"""Where a parallel run's wall time goes (issue 31): each xdist worker's busy time and the xdist
+groups by their total time, printed after pytest's slowest durations.
+
+A group (tests/plugins/parallel.py: a shared module/package fixture, `spark`, `netns`) runs on
+one worker, one test after another, so a group longer than the run's wall time divided by the
+workers is the run's long pole: no worker count makes the run shorter than its longest group.
+Tests in no group are listed as `(any worker)`. Read on the xdist controller, from the reports
+the workers send (with `--dist loadgroup`, a grouped test's node id ends in `@group`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pytest
+
+NO_GROUP = "(any worker)"
+SHOWN_GROUPS = 12
+
+
+@dataclass(frozen=True)
+class Phase:
+    worker: str
+    nodeid: str
+    seconds: float
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group a node id names (``path::test@group``), or :data:`NO_GROUP`."""
+    # the first @ outside the test's [parameters] (which may hold an @ of their own); the
+    # group itself may hold anything, e.g. `class:tests/x.py::TestY`
+    depth = 0
+    for i in range(max(nodeid.find("::"), 0), len(nodeid)):
+        char = nodeid[i]
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "@" and depth == 0:
+            return nodeid[i + 1 :] or NO_GROUP
+    return NO_GROUP
+
+
+def summary(phases: Iterable[Phase], shown: int = SHOWN_GROUPS) -> list[str]:
+    """Lines: each worker's busy seconds and test count, then the longest groups."""
+    busy: dict[str, float] = defaultdict(float)
+    tests: dict[str, set[str]] = defaultdict(set)
+    groups: dict[str, float] = defaultdict(float)
+    members: dict[str, set[str]] = defaultdict(set)
+    for phase in phases:
+        busy[phase.worker] += phase.seconds
+        tests[phase.worker].add(phase.nodeid)
+        group = group_of(phase.nodeid)
+        groups[group] += phase.seconds
+        members[group].add(phase.nodeid)
+    if not busy:
+        return []
+    lines = ["busy time per worker (setup + call + teardown):"]
+    lines += [
+        f"  {worker}: {busy[worker]:7.0f} s, {len(tests[worker])} tests" for worker in sorted(busy)
+    ]
+    lines.append(f"longest xdist groups (each runs on one worker; top {shown}):")
+    ranked = sorted(groups, key=lambda g: -groups[g])[:shown]
+    lines += [f"  {groups[g]:7.0f} s  {len(members[g]):4d} tests  {g}" for g in ranked]
+    return lines
+
+
+class WorkerLoad:
+    def __init__(self) -> None:
+        self.phases: list[Phase] = []
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # the worker's controller: set under xdist only
+        gateway = getattr(node, "gateway", None)
+        if gateway is not None:
+            self.phases.append(Phase(str(gateway.id), report.nodeid, report.duration))
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        lines = summary(self.phases)
+        if lines:
+            terminalreporter.write_sep("=", "worker load")
+            for line in lines:
+                terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        config.pluginmanager.register(WorkerLoad(), "worker_load")
