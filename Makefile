@@ -8,7 +8,7 @@ RATE ?= 2
 FLEET_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration containers test-containers bench bench-commands bench-fleet bench-http bench-soak chaos
+.PHONY: setup run stop status test lint unit integration containers test-containers bench bench-commands bench-fleet bench-http bench-amqp bench-soak chaos
 
 setup:
 	@bash .ci/setup
@@ -67,6 +67,10 @@ bench-soak: setup
 ## iot-api over Kafka: batch and single publish, long-poll consume, latency, memory (docs/benchmarks.md)
 bench-http: setup
 	$(BIN)/python -m bench.http_api --out-dir bench/results
+
+## AMQP 1.0 device uploads into Kafka: msgs/s, iot-amqp's CPU per message, p50/p99 at half load.
+bench-amqp: setup
+	$(BIN)/python -m bench.amqp_upload --runs 3 --out-dir bench/results
 
 ## Faults under load (issue 32): every service killed, hung, restarted, its disk full, under a
 ## mixed load through every door; the matrix in bench/results/chaos.md. CHAOS_ARGS: a subset

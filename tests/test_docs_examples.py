@@ -278,6 +278,7 @@ NOT_RUN = {
     "fleet results in place (it would rewrite bench/results/); tests/bench/fleet/ tests it",
     "python -m bench.verify_speed --records 2000000 --workers 1,2 --repeat 2": _BENCH,
     "make bench-http": _BENCH,
+    "make bench-amqp": _BENCH,
     "make bench-soak": _BENCH,
     "make chaos": _BENCH,
     "make chaos 'CHAOS_ARGS=--services kafka,api --faults kill9,stop30'": _BENCH,

@@ -1,0 +1,288 @@
+"""`make bench-amqp`: devices uploading telemetry over AMQP 1.0 into Kafka (issue 34, item 6).
+
+One Kafka (own, on free ports, unless ``--kafka-bootstrap``), one `iot-amqp` process
+(``--insecure-anonymous``: the door's cost per message, not the log-in; devices then name
+themselves in the address, ``telemetry/{tenant}/{device}``). The load comes from
+``--generators`` processes of python-qpid-proton's own client (the independent client the
+tests use), each with ``--connections`` device connections sending 1 KiB JSON readings
+**unsettled**: a message counts once iot-amqp answered `accepted`, which it does only after
+Kafka acknowledged it (docs/amqp.md). Two phases per run:
+
+1. **max**: every link sends as fast as its credit allows for ``--seconds``; msgs/s accepted,
+   and iot-amqp's CPU seconds per million messages (from /proc, its own process);
+2. **half**: the same connections paced to half of phase 1's rate; p50/p99 of the time from a
+   message's send to its `accepted` (i.e. publish -> Kafka acknowledged, as a device sees it).
+
+    python -m bench.amqp_upload --runs 3 --out-dir bench/results
+
+On a 2-core machine the generators and iot-amqp share the cores: the rate is the pair's, and
+CPU per message (iot-amqp's alone) is the figure that carries to a bigger machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proton import Message
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+PAD = 1024 - 60  # a reading of about 1 KiB as compact JSON
+TENANT = "default"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of ``values``; NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+def reading(seq: int) -> bytes:
+    body = {"ts": int(time.time() * 1000), "seq": seq, "metrics": {"t": 20.0}, "pad": "x" * PAD}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _tag(delivery: Any) -> str:
+    tag = delivery.tag
+    return tag.decode() if isinstance(tag, bytes) else str(tag)
+
+
+class _Uploader(MessagingHandler):
+    """``connections`` devices, each a connection with one sender link, sending unsettled
+    readings until ``deadline``; ``rate`` msgs/s in all (0: as fast as credit allows)."""
+
+    def __init__(self, url: str, first: int, connections: int, seconds: float, rate: float):
+        super().__init__(prefetch=0, auto_accept=False)
+        self.url, self.first, self.connections = url, first, connections
+        self.seconds, self.rate = seconds, rate
+        self.accepted = self.refused = 0
+        self.latencies_ms: list[float] = []
+        self._sent_at: dict[str, float] = {}  # by delivery tag (proton's wrappers are not stable)
+        self._seq = 0
+        self._senders: list[Any] = []
+        self._start = self._deadline = 0.0
+
+    def on_start(self, event: Any) -> None:
+        for i in range(self.first, self.first + self.connections):
+            conn = event.container.connect(self.url, allowed_mechs="ANONYMOUS")
+            self._senders.append(event.container.create_sender(conn, f"telemetry/{TENANT}/d{i}"))
+        self._start = time.monotonic()
+        self._deadline = self._start + self.seconds
+        if self.rate:
+            event.container.schedule(0.01, self)
+
+    def _due(self) -> int:
+        """Messages the paced phase should have sent by now, less those sent."""
+        return int((time.monotonic() - self._start) * self.rate) - self._seq
+
+    def _send(self, sender: Any) -> None:
+        self._seq += 1
+        tag = str(self._seq)
+        sender.send(Message(body=reading(self._seq), inferred=True), tag=tag)
+        self._sent_at[tag] = time.monotonic()
+
+    def on_sendable(self, event: Any) -> None:
+        if self.rate or time.monotonic() >= self._deadline:
+            return
+        while event.sender.credit > 0:
+            self._send(event.sender)
+
+    def on_timer_task(self, event: Any) -> None:  # the paced phase's clock, every 10 ms
+        if time.monotonic() >= self._deadline:
+            return
+        due = self._due()
+        for sender in self._senders:
+            if due <= 0:
+                break
+            while due > 0 and sender.credit > 0:
+                self._send(sender)
+                due -= 1
+        event.container.schedule(0.01, self)
+
+    def on_accepted(self, event: Any) -> None:
+        sent = self._sent_at.pop(_tag(event.delivery), None)
+        if sent is not None and time.monotonic() <= self._deadline:
+            self.accepted += 1
+            self.latencies_ms.append((time.monotonic() - sent) * 1000)
+        self._maybe_done(event)
+
+    def on_rejected(self, event: Any) -> None:
+        self.refused += 1
+        self._sent_at.pop(_tag(event.delivery), None)
+        self._maybe_done(event)
+
+    on_released = on_rejected
+    on_modified = on_rejected
+
+    def _maybe_done(self, event: Any) -> None:
+        if time.monotonic() >= self._deadline and not self._sent_at:
+            for sender in self._senders:
+                sender.connection.close()
+
+
+def _generator(url: str, plan: tuple[int, int, float, float], out: Any) -> None:
+    """One load process: ``plan`` = (first device, connections, seconds, rate)."""
+    handler = _Uploader(url, *plan)
+    Container(handler).run()
+    out.send({"accepted": handler.accepted, "refused": handler.refused,
+              "latencies_ms": handler.latencies_ms})  # fmt: skip
+
+
+def _phase(url: str, args: argparse.Namespace, rate: float) -> dict[str, Any]:
+    """Run the generators side by side; their summed counts and latencies."""
+    pipes, procs = [], []
+    ctx = multiprocessing.get_context("spawn")
+    for g in range(args.generators):
+        mine, theirs = ctx.Pipe(duplex=False)
+        per_gen_rate = rate / args.generators
+        proc = ctx.Process(
+            target=_generator,
+            args=(
+                url,
+                (g * args.connections, args.connections, args.seconds, per_gen_rate),
+                theirs,
+            ),
+        )
+        proc.start()
+        pipes.append(mine)
+        procs.append(proc)
+    results = [pipe.recv() for pipe in pipes]
+    for proc in procs:
+        proc.join(60)
+    latencies = [ms for r in results for ms in r["latencies_ms"]]
+    return {
+        "accepted": sum(r["accepted"] for r in results),
+        "refused": sum(r["refused"] for r in results),
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+    }
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"{url} not ready in {timeout:.0f} s")
+
+
+def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    port, http = _free_port(), _free_port()
+    argv = [sys.executable, "-m", "amqp", "--insecure-anonymous", "--no-registry-auth",
+            "--log-level", "WARNING", "--kafka-bootstrap", bootstrap,
+            "--amqp-port", str(port), "--http-port", str(http)]  # fmt: skip
+    with log.open("w") as out:
+        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_ready(f"http://127.0.0.1:{http}/readyz")
+        url = f"amqp://127.0.0.1:{port}"
+        warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
+        _phase(url, warm, 0)  # connections, topic metadata, the JIT-free warm-up of caches
+        cpu0 = _cpu_s(server.pid)
+        full = _phase(url, args, 0)
+        cpu = _cpu_s(server.pid) - cpu0
+        rate = full["accepted"] / args.seconds
+        half = _phase(url, args, rate / 2)
+        return {
+            "max_msgs_per_s": rate,
+            "max_refused": full["refused"],
+            "server_cpu_s_per_million": cpu / full["accepted"] * 1e6 if full["accepted"] else 0,
+            "max_p50_ms": full["p50_ms"],
+            "max_p99_ms": full["p99_ms"],
+            "half_rate_msgs_per_s": half["accepted"] / args.seconds,
+            "half_p50_ms": half["p50_ms"],
+            "half_p99_ms": half["p99_ms"],
+            "load_average": os.getloadavg(),
+        }
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
+
+
+def runs(bootstrap: str, args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    done = []
+    for i in range(args.runs):
+        result = one_run(bootstrap, args, tmp / f"iot-amqp-{i}.log")
+        print(json.dumps(result), flush=True)
+        done.append(result)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--kafka-bootstrap", help="an existing Kafka (default: start one)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    parser.add_argument("--generators", type=int, default=2, help="load processes")
+    parser.add_argument("--connections", type=int, default=8, help="devices per generator")
+    parser.add_argument("--runs", type=int, default=3, help="runs (ranges are reported)")
+    parser.add_argument("--out-dir", type=Path, help="append the results to amqp.jsonl here")
+    args = parser.parse_args(argv)
+    if min(args.seconds, args.generators, args.connections, args.runs) <= 0:
+        parser.error("--seconds, --generators, --connections and --runs must be > 0")
+    with tempfile.TemporaryDirectory(prefix="bench-amqp-") as tmp:
+        if args.kafka_bootstrap:
+            results = runs(args.kafka_bootstrap, args, Path(tmp))
+        else:
+            from stack.config import StackConfig
+            from stack.launcher import Stack
+
+            # anonymous, explicitly: the benchmark measures the data path, not the log-in
+            stack = Stack(
+                StackConfig.servers_on_free_ports(
+                    Path(tmp) / "stack", partitions=3, insecure_anonymous=True
+                )
+            )
+            stack.up()
+            try:
+                results = runs(stack.kafka_bootstrap, args, Path(tmp))
+            finally:
+                stack.down()
+    summary = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": {k: vars(args)[k] for k in ("seconds", "generators", "connections", "runs")},
+        "runs": results,
+    }
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        with (args.out_dir / "amqp.jsonl").open("a") as out:
+            out.write(json.dumps(summary) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
