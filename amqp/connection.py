@@ -207,6 +207,8 @@ class ClientConnection:
         ``amqp:connection:framing-error`` if it was open (else there is nothing to close)."""
         assert self.engine is not None
         conn = self.engine.connection
+        if conn.state & Endpoint.REMOTE_CLOSED:
+            return  # the peer's close frame ended proton's input: a clean close, not an error
         log.info("unreadable AMQP input, closing the connection")
         if conn.state & Endpoint.LOCAL_ACTIVE:
             conn.condition = Condition(str(Cond.FRAMING), "unreadable frame")
