@@ -6,7 +6,8 @@ SSE stream, an HTTP device, a command, the console's pages: bench.chaos.probes).
 scenario also holds iot-api's strict read barrier to its bound: an account made after Kafka's
 restart is let in within 30 s (every authenticated request waits for the registry follower to
 catch up, api.plumbing.auth.ReadBarrier). The analytics job's and the supervisor's own kill -9
-are in test_supervisor_integration.py."""
+are in test_supervisor_integration.py. The console's own Kafka scenario: its Topics page and
+its Overview sampler answer again within 30 s of a Kafka kill -9 and restart."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from bench.chaos import check, probes
 from bench.chaos import stack as chaos_stack
 from bench.chaos.clients import Http, basic, describe
+from bench.chaos.probes import CONSOLE_PAGES
 from stack.ports import port_open
 
 pytestmark = pytest.mark.integration
@@ -112,3 +115,76 @@ def test_after_a_kafka_kill_9_the_read_barrier_lets_a_new_account_in_within_30_s
     waited, failing = probes.wait_all(chaos, BARRIER_S)
     assert not failing, f"{BARRIER_S:.0f} s after Kafka was back, still failing: {failing}"
     print(f"every client path answers {time.monotonic() - started:.1f} s after Kafka's kill -9")
+
+
+CONSOLE_GROUPS = 12  # consumer groups with committed offsets (a few MR consumers' worth)
+
+
+def _commit_groups(bootstrap: str, prefix: str, count: int) -> list[str]:
+    """``count`` consumer groups with an offset committed on iot.telemetry: the Topics page and
+    the sampler list each with its lag (the admin requests that went unanswered after a Kafka
+    restart: one group after the other, for 80-120 s in the chaos run)."""
+    groups = [f"{prefix}-{i:02d}" for i in range(count)]
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "enable.auto.commit": False})  # fmt: skip
+        try:
+            consumer.commit(offsets=[TopicPartition("iot.telemetry", 0, 0)], asynchronous=False)
+        finally:
+            consumer.close()
+    return groups
+
+
+def _console_answers(session: Http, groups: list[str], since: float) -> str | None:
+    """None when the console's pages answer, the Topics page lists ``groups`` and the
+    Overview's sampler took a sample after ``since`` that saw Kafka up, no error, and them."""
+    for page in CONSOLE_PAGES:
+        status, body = session.call("GET", f"/console/api/{page}", timeout=15)
+        if status != 200:
+            return f"{page}: {describe((status, body))}"
+        if page == "topics":
+            listed = {g["group"] for g in json.loads(body)["groups"]}
+            if missing := set(groups) - listed:
+                return f"topics: {len(missing)} of the groups not listed"
+        if page == "overview":
+            latest = json.loads(body)["latest"]
+            if not latest or latest["point"]["at"] <= since:
+                return "overview: no sample since Kafka's restart"
+            if latest["kafka"] != {"up": True, "error": ""}:
+                return f"overview: the sampler saw {latest['kafka']}"
+            if missing := set(groups) - {g["group"] for g in latest["groups"]}:
+                return f"overview: {len(missing)} of the groups not in the sampler's lag"
+    return None
+
+
+def test_console_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_9(
+    chaos: chaos_stack.ChaosStack,
+) -> None:
+    groups = _commit_groups(chaos.bootstrap, f"console-{int(time.time())}", CONSOLE_GROUPS)
+    session = Http(chaos.api_url)
+    name, secret = chaos.operator
+    login = session.call("POST", "/console/api/login", {"name": name, "secret": secret},
+                         headers={"Origin": chaos.api_url}, timeout=15)  # fmt: skip
+    assert login[0] == 200, describe(login)
+    deadline = time.monotonic() + SCENARIO_S
+    while (error := _console_answers(session, groups, 0.0)) is not None:
+        assert time.monotonic() < deadline, f"the console before the kill: {error}"
+        time.sleep(0.5)
+    old = chaos.pid("kafka")
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    killed = time.monotonic()
+    # the operator keeps the pages open while Kafka is away (the sampler keeps asking too)
+    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
+        assert time.monotonic() - killed < SCENARIO_S, "Kafka not back"
+        _console_answers(session, groups, 0.0)
+        time.sleep(0.5)
+    _, waiting = check.wait_ready(chaos, SCENARIO_S)
+    assert not waiting, f"not ready after Kafka's restart: {waiting}"
+    back, back_at = time.monotonic(), time.time()
+    print(f"Kafka back and every service ready {back - killed:.1f} s after its kill -9")
+    while (error := _console_answers(session, groups, back_at)) is not None:
+        waited = time.monotonic() - back
+        assert waited < BARRIER_S, f"the console {waited:.0f} s after Kafka's restart: {error}"
+        time.sleep(0.5)
+    print(f"the console's pages and sampler answer {time.monotonic() - back:.1f} s after it")
