@@ -6,8 +6,10 @@ SSE stream, an HTTP device, a command, the console's pages: bench.chaos.probes).
 scenario also holds iot-api's strict read barrier to its bound: an account made after Kafka's
 restart is let in within 30 s (every authenticated request waits for the registry follower to
 catch up, api.plumbing.auth.ReadBarrier). The analytics job's and the supervisor's own kill -9
-are in test_supervisor_integration.py. The console's own Kafka scenario: its Topics page and
-its Overview sampler answer again within 30 s of a Kafka kill -9 and restart."""
+are in test_supervisor_integration.py. Two more Kafka scenarios under the chaos cells' load
+(bench.chaos.load: a client per door): the console's Topics page and its Overview sampler
+answer again within 30 s of a kill -9 and restart; after a clean restart the queue's and MR's
+senders are acknowledged again within 30 s, and what they were acknowledged is there once."""
 
 from __future__ import annotations
 
