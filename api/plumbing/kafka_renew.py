@@ -40,12 +40,16 @@ def timed_out(exc: BaseException) -> bool:
 
 def wait_all(futures: Mapping[K, Future[Any]], timeout_s: float) -> dict[K, Any]:
     """Each future's result or its exception, all awaited together within one bounded wait
-    (requests sent at once, not one after the other); one left unanswered raises TimeoutError,
-    which :meth:`Renewing.call` counts against its client."""
+    (requests sent at once, not one after the other). One left unanswered raises TimeoutError,
+    one that timed out in librdkafka raises its error: :meth:`Renewing.call` counts either
+    against its client (a wedged admin client answers every request with _TIMED_OUT)."""
     _, pending = wait(list(futures.values()), timeout_s)
     if pending:
         raise TimeoutError(f"{len(pending)} of {len(futures)} Kafka requests unanswered")
-    return {k: f.exception() or f.result() for k, f in futures.items()}
+    found = {k: f.exception() or f.result() for k, f in futures.items()}
+    if late := [r for r in found.values() if isinstance(r, BaseException) and timed_out(r)]:
+        raise late[0]
+    return found
 
 
 class Renewing(Generic[C]):

@@ -107,3 +107,20 @@ def test_unanswered_requests_are_kafka_down_and_the_admin_client_is_replaced() -
         view.groups()
     assert time.monotonic() - started < 3.0  # one bounded wait (timeout_s + 1), not 5
     assert view.admin.renewals == 1
+
+
+def test_requests_answered_with_librdkafkas_timeout_replace_the_admin_client() -> None:
+    """A wedged admin client (librdkafka#5511) answers each group's offsets with _TIMED_OUT."""
+    admin = FakeAdmin(groups=3)
+    view = _view(admin)
+    view.admin._made_at -= 60
+
+    def timed_out(request: list[Any], request_timeout: float) -> Any:
+        failed: Future[Any] = Future()
+        failed.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+        return {request[0].group_id: failed}
+
+    admin.list_consumer_group_offsets = timed_out  # type: ignore[method-assign]
+    with pytest.raises(KafkaDownError):
+        view.groups()
+    assert view.admin.renewals == 1

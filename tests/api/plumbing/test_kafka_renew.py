@@ -137,3 +137,7 @@ def test_wait_all_gives_each_result_or_exception_and_times_out_on_an_unanswered_
         wait_all({"a": answered, "c": unanswered}, 0.2)
     assert time.monotonic() - started < 1.0  # one bounded wait for them all
     assert timed_out(TimeoutError())  # so Renewing.call counts it against its client
+    late = Future[int]()  # librdkafka's own timeout, as a wedged admin client answers
+    late.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+    with pytest.raises(KafkaException):
+        wait_all({"a": answered, "b": late}, 1.0)
