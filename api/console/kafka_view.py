@@ -155,7 +155,8 @@ class KafkaView:
         return out
 
     def groups(self) -> list[dict[str, Any]]:
-        """Consumer groups with committed offsets and lag per topic, asked at once (issue 32)."""
+        """Consumer groups with committed offsets and lag per topic, asked at once (issue 32);
+        a group whose offsets Kafka refused (its coordinator still loading) has ``error``."""
         try:
             listed = self.admin.call(lambda a: a.list_consumer_groups(
                 request_timeout=self.timeout_s).result(self.timeout_s + 1.0))  # fmt: skip
@@ -175,13 +176,16 @@ class KafkaView:
                               OffsetSpec.latest(), partial=True)  # fmt: skip
         out = []
         for g in wanted:
-            if g.group_id not in offsets:
-                continue  # gone, or not a classic group: as before, left out
-            lag: dict[str, int] = {}
+            state, lag = getattr(g.state, "name", str(g.state)), dict[str, int]()
+            if g.group_id not in offsets:  # not read: gone since (left out), or not yet (said)
+                error = committed[g.group_id].args[0]
+                if error.code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    out.append({"group": g.group_id, "state": state, "lag": lag,
+                                "total_lag": 0, "error": error.str()})  # fmt: skip
+                continue
             for tp in offsets[g.group_id]:
                 if (high := highs.get((tp.topic, tp.partition))) is not None:
                     lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - tp.offset)
-            state = getattr(g.state, "name", str(g.state))
             out.append({"group": g.group_id, "state": state, "lag": lag,
                         "total_lag": sum(lag.values())})  # fmt: skip
         return out

@@ -142,14 +142,15 @@ def _commit_groups(bootstrap: str, prefix: str, count: int) -> list[str]:
 
 
 def _console_answers(session: Http, groups: list[str], since: float) -> str | None:
-    """None when the console's pages answer, the Topics page lists ``groups`` and the
-    Overview's sampler took a sample after ``since`` that saw Kafka up, no error, and them."""
+    """None when the console's pages answer, the Topics page lists ``groups`` with their lag
+    and the Overview's sampler took a sample after ``since`` that saw Kafka up, no error, and
+    them with their lag (a group whose offsets Kafka refused has an ``error``)."""
     for page in CONSOLE_PAGES:
         status, body = session.call("GET", f"/console/api/{page}", timeout=15)
         if status != 200:
             return f"{page}: {describe((status, body))}"
         if page == "topics":
-            listed = {g["group"] for g in json.loads(body)["groups"]}
+            listed = {g["group"] for g in json.loads(body)["groups"] if not g.get("error")}
             if missing := set(groups) - listed:
                 return f"topics: {len(missing)} of the groups not listed"
         if page == "overview":
@@ -158,7 +159,9 @@ def _console_answers(session: Http, groups: list[str], since: float) -> str | No
                 return "overview: no sample since Kafka's restart"
             if latest["kafka"] != {"up": True, "error": ""}:
                 return f"overview: the sampler saw {latest['kafka']}"
-            if missing := set(groups) - {g["group"] for g in latest["groups"]}:
+            if missing := set(groups) - {
+                g["group"] for g in latest["groups"] if not g.get("error")
+            }:
                 return f"overview: {len(missing)} of the groups not in the sampler's lag"
     return None
 

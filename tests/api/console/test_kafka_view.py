@@ -124,3 +124,25 @@ def test_requests_answered_with_librdkafkas_timeout_replace_the_admin_client() -
     with pytest.raises(KafkaDownError):
         view.groups()
     assert view.admin.renewals == 1
+
+
+def test_a_group_whose_offsets_kafka_refused_is_listed_with_its_error_and_a_gone_one_not() -> None:
+    admin = FakeAdmin(groups=3)
+    view = _view(admin)
+    answers = {"g01": KafkaError.COORDINATOR_LOAD_IN_PROGRESS, "g02": KafkaError.GROUP_ID_NOT_FOUND}
+    answer = admin.list_consumer_group_offsets
+
+    def refused(request: list[Any], request_timeout: float) -> Any:
+        gid = request[0].group_id
+        if gid not in answers:
+            return answer(request, request_timeout)
+        failed: Future[Any] = Future()
+        failed.set_exception(KafkaException(KafkaError(answers[gid])))
+        return {gid: failed}
+
+    admin.list_consumer_group_offsets = refused  # type: ignore[method-assign]
+    found = {g["group"]: g for g in view.groups()}
+    assert sorted(found) == ["g00", "g01"]  # g02 is gone
+    assert "error" not in found["g00"]
+    assert found["g01"]["error"]
+    assert found["g01"]["lag"] == {}
