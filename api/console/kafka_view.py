@@ -4,7 +4,6 @@ groups with lag, browsing records, producing replays and audit records."""
 from __future__ import annotations
 
 import base64
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -21,10 +20,10 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from api.plumbing.kafka_batch import take
-from api.plumbing.kafka_renew import Renewing, timed_out
+from api.plumbing.kafka_renew import Renewing, wait_all
 
 
 class KafkaDownError(Exception):
@@ -76,25 +75,19 @@ class KafkaView:
     def __init__(self, bootstrap: str, timeout_s: float = 5.0) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        # every read of offsets goes through it (no long-lived consumer that nothing renews)
         self.admin: Renewing[AdminClient] = Renewing(
             "console-admin",
             lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-console"}),
             failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
         )
         self._producer: Producer | None = None
-        self._probe: Consumer | None = None
-        self._lock = threading.Lock()  # the probe consumer is not shared across threads
 
     def start(self) -> None:
-        base = {"bootstrap.servers": self.bootstrap}
         self.admin.start()
         self._producer = Producer(
-            {**base, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 10000,
-             "partitioner": "murmur2_random"}
-        )  # fmt: skip
-        self._probe = Consumer(
-            {**base, "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
-             "enable.auto.commit": False}
+            {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+             "message.timeout.ms": 10000, "partitioner": "murmur2_random"}
         )  # fmt: skip
 
     def _reader(self) -> Consumer:
@@ -109,10 +102,8 @@ class KafkaView:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(5)
-        if self._probe is not None:
-            self._probe.close()
         self.admin.close()
-        self._producer = self._probe = None
+        self._producer = None
 
     def _meta(self) -> Any:
         try:
@@ -131,64 +122,70 @@ class KafkaView:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def _marks(self, topic: str, partition: int) -> tuple[int, int]:
-        assert self._probe is not None
+    def _offsets(
+        self, parts: list[TopicPartition], spec: OffsetSpec, *, partial: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """Each partition's earliest or latest offset, asked at once, not one after the other;
+        ``partial``: a partition that failed (a deleted topic) is left out, not fatal."""
+        if not parts:
+            return {}
         try:
-            low, high = self._probe.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.timeout_s
-            )
-        except KafkaException as exc:
-            raise KafkaDownError(f"Kafka does not answer: {exc}") from exc
-        return int(low), int(high)
+            found = self.admin.call(lambda a: wait_all(a.list_offsets(dict.fromkeys(parts, spec),
+                request_timeout=self.timeout_s), self.timeout_s + 1))  # fmt: skip
+        except (KafkaException, TimeoutError) as exc:
+            raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
+        bad = [r for r in found.values() if isinstance(r, BaseException)]
+        if bad and not partial:
+            raise KafkaDownError(f"Kafka does not answer: {bad[0]!r}")
+        return {(tp.topic, tp.partition): int(r.offset) for tp, r in found.items()
+                if not isinstance(r, BaseException)}  # fmt: skip
 
     def topics(self) -> list[dict[str, Any]]:
-        meta = self._meta()
+        meta = self._meta().topics
+        names = [n for n in sorted(meta) if meta[n].error is None and not n.startswith("__")]
+        parts = [TopicPartition(n, p) for n in names for p in sorted(meta[n].partitions)]
+        lows = self._offsets(parts, OffsetSpec.earliest())
+        highs = self._offsets(parts, OffsetSpec.latest())
         out = []
-        with self._lock:
-            for name in sorted(meta.topics):
-                t = meta.topics[name]
-                if t.error is not None or name.startswith("__"):
-                    continue
-                parts = []
-                for p in sorted(t.partitions):
-                    low, high = self._marks(name, p)
-                    parts.append({"partition": p, "low": low, "high": high})
-                records = sum(x["high"] - x["low"] for x in parts)
-                out.append({"name": name, "partitions": parts, "records": records})
+        for name in names:
+            found = [{"partition": p, "low": lows[(name, p)], "high": highs[(name, p)]}
+                     for p in sorted(meta[name].partitions)]  # fmt: skip
+            records = sum(x["high"] - x["low"] for x in found)
+            out.append({"name": name, "partitions": found, "records": records})
         return out
 
     def groups(self) -> list[dict[str, Any]]:
-        """Consumer groups with committed offsets and lag per topic (a timeout: KafkaDownError)."""
-        wait_s = self.timeout_s + 1.0  # librdkafka's own request timeout first
+        """Consumer groups with committed offsets and lag per topic, asked at once (issue 32);
+        a group whose offsets Kafka refused (its coordinator still loading) has ``error``."""
         try:
-            listed = self.admin.call(
-                lambda a: a.list_consumer_groups(request_timeout=self.timeout_s).result(wait_s)
-            )
+            listed = self.admin.call(lambda a: a.list_consumer_groups(
+                request_timeout=self.timeout_s).result(self.timeout_s + 1.0))  # fmt: skip
+            wanted = sorted((g for g in listed.valid
+                             if not g.group_id.startswith("iot-console-probe-")),
+                            key=lambda g: g.group_id)  # fmt: skip
+            committed = self.admin.call(lambda a: wait_all({
+                g.group_id: a.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(g.group_id)], request_timeout=self.timeout_s
+                )[g.group_id] for g in wanted}, self.timeout_s + 1.0))  # fmt: skip
         except (KafkaException, TimeoutError) as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
+        offsets = {g: [tp for tp in r.topic_partitions or [] if tp.offset >= 0]
+                   for g, r in committed.items() if not isinstance(r, BaseException)}  # fmt: skip
+        asked = {(tp.topic, tp.partition) for tps in offsets.values() for tp in tps}
+        highs = self._offsets([TopicPartition(t, p) for t, p in sorted(asked)],
+                              OffsetSpec.latest(), partial=True)  # fmt: skip
         out = []
-        for g in sorted(listed.valid, key=lambda x: x.group_id):
-            if g.group_id.startswith("iot-console-probe-"):
+        for g in wanted:
+            state, lag = getattr(g.state, "name", str(g.state)), dict[str, int]()
+            if g.group_id not in offsets:  # not read: gone since (left out), or not yet (said)
+                error = committed[g.group_id].args[0]
+                if error.code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    out.append({"group": g.group_id, "state": state, "lag": lag,
+                                "total_lag": 0, "error": error.str()})  # fmt: skip
                 continue
-            req, gid = [ConsumerGroupTopicPartitions(g.group_id)], g.group_id
-            try:
-                res = self.admin.call(
-                    lambda a, r=req, i=gid: a.list_consumer_group_offsets(  # type: ignore[misc]
-                        r, request_timeout=self.timeout_s
-                    )[i].result(wait_s)
-                )
-            except (KafkaException, TimeoutError) as exc:
-                if timed_out(exc):
-                    raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
-                continue
-            lag: dict[str, int] = {}
-            with self._lock:
-                for tp in res.topic_partitions or []:
-                    if tp.offset < 0:
-                        continue
-                    _, high = self._marks(tp.topic, tp.partition)
+            for tp in offsets[g.group_id]:
+                if (high := highs.get((tp.topic, tp.partition))) is not None:
                     lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - tp.offset)
-            state = getattr(g.state, "name", str(g.state))
             out.append({"group": g.group_id, "state": state, "lag": lag,
                         "total_lag": sum(lag.values())})  # fmt: skip
         return out

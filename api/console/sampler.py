@@ -67,7 +67,10 @@ class Sampler:
         kafka_up = await asyncio.to_thread(self.kafka.ping)
         # the lag every LAG_EVERY samples, and every sample while the last read failed (so that
         # the page is right again as soon as Kafka, or a replaced admin client, answers)
-        if kafka_up and (self._count % LAG_EVERY == 0 or self.kafka_error):
+        # (and while a group's offsets were refused: after a Kafka restart, until its
+        # coordinator has loaded them)
+        partial = any(g.get("error") for g in self.groups)
+        if kafka_up and (self._count % LAG_EVERY == 0 or self.kafka_error or partial):
             try:
                 self.groups = await asyncio.to_thread(self.kafka.groups)
                 self.kafka_error = ""
@@ -91,7 +94,7 @@ class Sampler:
             "point": point,
             "kafka": {"up": kafka_up, "error": self.kafka_error},
             "groups": [{"group": g["group"], "total_lag": g["total_lag"], "state": g["state"]}
-                       for g in self.groups],
+                       | ({"error": g["error"]} if g.get("error") else {}) for g in self.groups],
         }  # fmt: skip
         if self.sites is not None:
             found = self.sites()

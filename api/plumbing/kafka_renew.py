@@ -15,7 +15,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, wait
 from typing import Any, Generic, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
@@ -25,6 +26,7 @@ from prometheus_client.registry import Collector
 log = logging.getLogger(__name__)
 C = TypeVar("C")
 R = TypeVar("R")
+K = TypeVar("K")
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -34,6 +36,20 @@ def timed_out(exc: BaseException) -> bool:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0].code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
     return False
+
+
+def wait_all(futures: Mapping[K, Future[Any]], timeout_s: float) -> dict[K, Any]:
+    """Each future's result or its exception, all awaited together within one bounded wait
+    (requests sent at once, not one after the other). One left unanswered raises TimeoutError,
+    one that timed out in librdkafka raises its error: :meth:`Renewing.call` counts either
+    against its client (a wedged admin client answers every request with _TIMED_OUT)."""
+    _, pending = wait(list(futures.values()), timeout_s)
+    if pending:
+        raise TimeoutError(f"{len(pending)} of {len(futures)} Kafka requests unanswered")
+    found = {k: f.exception() or f.result() for k, f in futures.items()}
+    if late := [r for r in found.values() if isinstance(r, BaseException) and timed_out(r)]:
+        raise late[0]
+    return found
 
 
 class Renewing(Generic[C]):

@@ -6,7 +6,10 @@ SSE stream, an HTTP device, a command, the console's pages: bench.chaos.probes).
 scenario also holds iot-api's strict read barrier to its bound: an account made after Kafka's
 restart is let in within 30 s (every authenticated request waits for the registry follower to
 catch up, api.plumbing.auth.ReadBarrier). The analytics job's and the supervisor's own kill -9
-are in test_supervisor_integration.py."""
+are in test_supervisor_integration.py. Two more Kafka scenarios under the chaos cells' load
+(bench.chaos.load: a client per door): the console's Topics page and its Overview sampler
+answer again within 30 s of a kill -9 and restart; after a clean restart the queue's and MR's
+senders are acknowledged again within 30 s, and what they were acknowledged is there once."""
 
 from __future__ import annotations
 
@@ -19,15 +22,21 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench.chaos import check, probes
 from bench.chaos import stack as chaos_stack
 from bench.chaos.clients import Http, basic, describe
+from bench.chaos.load import Load
+from bench.chaos.probes import CONSOLE_PAGES
 from stack.ports import port_open
 
 pytestmark = pytest.mark.integration
 SCENARIO_S = 60.0  # each scenario's bound (issue 32): restarted, ready, every path answering
 BARRIER_S = 30.0  # issue 32: every client path back within 30 s of Kafka's restart
+KAFKA_START_S = 180.0  # Kafka's own start after a kill (35-42 s quiet, 81 s at load 31): not
+# the bound under test, which counts from Kafka's port open
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +121,147 @@ def test_after_a_kafka_kill_9_the_read_barrier_lets_a_new_account_in_within_30_s
     waited, failing = probes.wait_all(chaos, BARRIER_S)
     assert not failing, f"{BARRIER_S:.0f} s after Kafka was back, still failing: {failing}"
     print(f"every client path answers {time.monotonic() - started:.1f} s after Kafka's kill -9")
+
+
+CONSOLE_GROUPS = 300  # consumer groups with committed offsets (MR consumers, queues: iot-api
+# holds up to 900 MR consumers, each a group)
+
+
+def _commit_groups(bootstrap: str, prefix: str, count: int) -> list[str]:
+    """``count`` consumer groups with an offset committed on iot.telemetry: the Topics page and
+    the sampler list each with its lag (the admin requests that went unanswered after a Kafka
+    restart: one group after the other, for 80-120 s in the chaos run)."""
+    groups = [f"{prefix}-{i:03d}" for i in range(count)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    offsets = [TopicPartition("iot.telemetry", 0, 0)]
+    futures = [
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, offsets)])[g]
+        for g in groups
+    ]
+    for future in futures:
+        future.result(30)
+    return groups
+
+
+def _console_answers(session: Http, groups: list[str], since: float) -> str | None:
+    """None when the console's pages answer, the Topics page lists ``groups`` with their lag
+    and the Overview's sampler took a sample after ``since`` that saw Kafka up, no error, and
+    them with their lag (a group whose offsets Kafka refused has an ``error``)."""
+    for page in CONSOLE_PAGES:
+        status, body = session.call("GET", f"/console/api/{page}", timeout=15)
+        if status != 200:
+            return f"{page}: {describe((status, body))}"
+        if page == "topics":
+            listed = {g["group"] for g in json.loads(body)["groups"] if not g.get("error")}
+            if missing := set(groups) - listed:
+                return f"topics: {len(missing)} of the groups not listed"
+        if page == "overview":
+            latest = json.loads(body)["latest"]
+            if not latest or latest["point"]["at"] <= since:
+                return "overview: no sample since Kafka's restart"
+            if latest["kafka"] != {"up": True, "error": ""}:
+                return f"overview: the sampler saw {latest['kafka']}"
+            if missing := set(groups) - {
+                g["group"] for g in latest["groups"] if not g.get("error")
+            }:
+                return f"overview: {len(missing)} of the groups not in the sampler's lag"
+    return None
+
+
+def test_console_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_9(
+    chaos: chaos_stack.ChaosStack,
+) -> None:
+    groups = _commit_groups(chaos.bootstrap, f"console-{int(time.time())}", CONSOLE_GROUPS)
+    session = Http(chaos.api_url)
+    name, secret = chaos.operator
+    login = session.call("POST", "/console/api/login", {"name": name, "secret": secret},
+                         headers={"Origin": chaos.api_url}, timeout=15)  # fmt: skip
+    assert login[0] == 200, describe(login)
+    deadline = time.monotonic() + SCENARIO_S
+    while (error := _console_answers(session, groups, 0.0)) is not None:
+        assert time.monotonic() < deadline, f"the console before the kill: {error}"
+        time.sleep(0.5)
+    load = Load(chaos, f"console-{int(time.time())}")  # a client per door (the chaos cells')
+    load.start()
+    try:
+        _kill_kafka_and_wait_for_the_console(chaos, session, groups)
+    finally:
+        load.stop()
+
+
+def _kill_kafka_and_wait_for_the_console(
+    chaos: chaos_stack.ChaosStack, session: Http, groups: list[str]
+) -> None:
+    old = chaos.pid("kafka")
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    killed = time.monotonic()
+    # the operator keeps the pages open while Kafka is away (the sampler keeps asking too)
+    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
+        assert time.monotonic() - killed < KAFKA_START_S, "Kafka not back"
+        _console_answers(session, groups, 0.0)
+        time.sleep(0.5)
+    back, back_at = time.monotonic(), time.time()
+    print(f"Kafka back (its port open) {back - killed:.1f} s after its kill -9")
+    seen: dict[str, float] = {}  # each error the pages gave, when first seen
+    while (error := _console_answers(session, groups, back_at)) is not None:
+        waited = time.monotonic() - back
+        seen.setdefault(error[:120], round(waited, 1))
+        assert waited < BARRIER_S, f"the console {waited:.0f} s after Kafka's restart: {seen}"
+        time.sleep(0.5)
+    print(f"errors on the way (s after Kafka's restart): {seen}")
+    print(f"the console's pages and sampler answer {time.monotonic() - back:.1f} s after it")
+
+
+def _log_lines(chaos: chaos_stack.ChaosStack, service: str, *words: str) -> list[str]:
+    path = chaos.data_dir / "logs" / f"{service}.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return [line for line in text.splitlines() if any(w in line for w in words)]
+
+
+def test_queue_and_mr_sends_recover_after_a_clean_kafka_restart_losing_nothing(
+    chaos: chaos_stack.ChaosStack,
+) -> None:
+    """Issue 32: a clean Kafka restart under the queue's and MR's senders (the chaos run saw
+    OutOfOrderSequenceException for iot-api's idempotent producer in Kafka's log): iot-api's
+    producer goes on by itself, and what the queue and MR acknowledged is there once each."""
+    load = Load(chaos, f"restart-{int(time.time())}")
+    load.start()
+    try:
+        sends = load.paths["queue-send"]
+        deadline = time.monotonic() + SCENARIO_S
+        while sends.ok < 5:
+            assert time.monotonic() < deadline, f"queue sends before the restart: {sends.failures}"
+            time.sleep(0.2)
+        old = chaos.pid("kafka")
+        assert old is not None
+        os.kill(old, signal.SIGTERM)  # a clean stop; the supervisor starts it again
+        stopped = time.monotonic()
+        while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
+            assert time.monotonic() - stopped < KAFKA_START_S, "Kafka not back"
+            time.sleep(0.2)
+        back, back_at = time.monotonic(), time.time()
+        for name in ("queue-send", "mr-publish"):
+            path = load.paths[name]
+            while not any(t > back_at for t in path.ok_times):
+                waited = time.monotonic() - back
+                assert waited < BARRIER_S, f"{name} {waited:.0f} s after: {path.failures[-3:]}"
+                time.sleep(0.2)
+            print(
+                f"{name} acknowledged again {time.monotonic() - back:.1f} s after Kafka's restart"
+            )
+    finally:
+        load.stop()
+    tally = check.tally(chaos, load)
+    print(
+        f"acknowledged: queue {len(load.paths['queue-send'].acked)}, "
+        f"MR {len(load.paths['mr-publish'].acked)}; lost {tally.lost}, dup {tally.duplicates}"
+    )
+    for line in _log_lines(chaos, "kafka", "OutOfOrderSequence")[:5]:
+        print("kafka:", line[:300])
+    for line in _log_lines(chaos, "api", "sequence", "Sequence", "fatal", "FATAL")[:5]:
+        print("api:", line[:300])
+    assert tally.lost["queue"] == tally.lost["mr"] == 0, tally
+    reached = [e for p in load.paths.values() for _, e in p.failures if "sequence" in e.lower()]
+    assert not reached, f"the producer's sequence errors reached a client: {reached[:3]}"
+    assert tally.duplicates["queue"] == tally.duplicates["mr"] == 0, tally

@@ -190,7 +190,7 @@
       const kafka = l.kafka || {};
       if (kafka.up === false) lag.replaceChildren(h("div", { class: "error-state", role: "alert" }, "Kafka is down: " + (kafka.error || "no answer")));
       else lag.replaceChildren(table(["group", "state", "lag"], (l.groups || []).map((g) =>
-        h("tr", {}, h("td", {}, g.group), h("td", {}, g.state), h("td", {}, g.total_lag))), "No consumer groups."));
+        h("tr", {}, h("td", {}, g.group), h("td", {}, g.state), h("td", {}, g.error ? `not read yet (${g.error})` : g.total_lag))), "No consumer groups."));
       if (!data.sites_watched) sites.replaceChildren(h("div", { class: "empty" }, "Edge sites are not watched (iot-api --console-sites-password-file)."));
       else if (l.sites_error) sites.replaceChildren(h("div", { class: "error-state", role: "alert" }, "Edge sites not read: " + l.sites_error));
       else sites.replaceChildren(table(["site", "tenant", "link", "last seen", "held messages"], (l.sites || []).map((x) =>
@@ -396,7 +396,7 @@
         h("td", {}, t.partitions.map((p) => `${p.partition}:${p.low}–${p.high}`).join("  ")))), "No topics."),
       h("h2", {}, "Consumer groups"),
       table(["group", "state", "lag per topic", "total lag"], data.groups.map((g) => h("tr", {}, h("td", {}, g.group), h("td", {}, g.state),
-        h("td", {}, Object.entries(g.lag).map(([k, v]) => `${k}: ${v}`).join(", ")), h("td", {}, g.total_lag))), "No consumer groups."),
+        h("td", {}, g.error ? `not read yet (${g.error})` : Object.entries(g.lag).map(([k, v]) => `${k}: ${v}`).join(", ")), h("td", {}, g.total_lag))), "No consumer groups."),
       h("h2", {}, "Browse records"), form, browse);
   }
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Future
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry
 
-from api.plumbing.kafka_renew import RenewalCollector, Renewing, timed_out
+from api.plumbing.kafka_renew import RenewalCollector, Renewing, timed_out, wait_all
 
 
 class Clock:
@@ -121,3 +124,20 @@ def test_the_collector_shows_every_client() -> None:
     registry.register(RenewalCollector(lambda: [client]))
     assert registry.get_sample_value("iot_api_kafka_client_renewals_total", {"client": "t"}) == 1
     assert registry.get_sample_value("iot_api_kafka_client_failing", {"client": "t"}) == 1
+
+
+def test_wait_all_gives_each_result_or_exception_and_times_out_on_an_unanswered_one() -> None:
+    answered, failed, unanswered = Future[int](), Future[int](), Future[int]()
+    answered.set_result(7)
+    error = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    failed.set_exception(error)
+    assert wait_all({"a": answered, "b": failed}, 1.0) == {"a": 7, "b": error}
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="1 of 2"):
+        wait_all({"a": answered, "c": unanswered}, 0.2)
+    assert time.monotonic() - started < 1.0  # one bounded wait for them all
+    assert timed_out(TimeoutError())  # so Renewing.call counts it against its client
+    late = Future[int]()  # librdkafka's own timeout, as a wedged admin client answers
+    late.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+    with pytest.raises(KafkaException):
+        wait_all({"a": answered, "b": late}, 1.0)
