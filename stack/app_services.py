@@ -8,6 +8,7 @@ import sys
 
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
+from stack import kafka_auth
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.mosquitto_server import MosquittoServer
@@ -94,6 +95,7 @@ class AppServices:
         env = (
             self._app_env()
             | self._login_env("bridge")
+            | kafka_auth.service_env(cfg, "bridge")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
                 "IOT_HTTP_PORT": str(port),
@@ -156,6 +158,7 @@ class AppServices:
         env = (
             self._app_env()
             | self._login_env("commands")
+            | kafka_auth.service_env(self.config, "commands")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
                 "IOT_COMMAND_HTTP_PORT": str(port),
