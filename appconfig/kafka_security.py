@@ -48,3 +48,83 @@ def client_security(
     if ca_file and proto.endswith("SSL"):
         conf["ssl.ca.location"] = ca_file
     return conf
+
+
+# The settings' help texts, one copy for every service config that declares them.
+HELP = {
+    "kafka_security_protocol": (
+        "Kafka security.protocol: empty/PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (iot-stack's "
+        "--kafka-security sasl_ssl sets SASL_SSL with SCRAM-SHA-512; docs/security.md)."
+    ),
+    "kafka_sasl_mechanism": "Kafka sasl.mechanism.",
+    "kafka_sasl_username": "Kafka SASL user name (the service's principal).",
+    "kafka_sasl_password_file": (
+        "File holding the Kafka SASL password (first line; mode 0600, never in the env)."
+    ),
+    "kafka_ssl_ca_file": "CA certificate (PEM) Kafka's TLS listener is checked by.",
+}
+
+# A service's clients are many (iot-api has a score of them, in every room): the service sets
+# its security once at start (`use`) and each client starts from `client_base`.
+_CLIENT: dict[str, str] = {}
+
+
+def from_config(config: object) -> dict[str, str]:
+    """:func:`client_security` of a config that declares the settings of :data:`HELP`."""
+    protocol, mechanism, username, password_file, ca_file = (
+        str(getattr(config, name)) for name in HELP
+    )
+    return client_security(protocol, mechanism, username, password_file, ca_file)
+
+
+def problem(config: object) -> str | None:
+    """:func:`check` of such a config."""
+    protocol, mechanism, username, password_file = (
+        str(getattr(config, name)) for name in list(HELP)[:4]
+    )
+    return check(protocol, mechanism, username, password_file)
+
+
+def use(security: dict[str, str]) -> None:
+    """This process's Kafka clients' security settings (a service calls it once at start)."""
+    _CLIENT.clear()
+    _CLIENT.update(security)
+
+
+def use_config(config: object, error: type[Exception]) -> None:
+    """:func:`use` the settings of ``config`` (a service's CLI, once it has its config)."""
+    try:
+        use(from_config(config))
+    except OSError as exc:
+        raise error(f"kafka_sasl_password_file: {exc}") from exc
+
+
+def client_defaults() -> dict[str, str]:
+    return dict(_CLIENT)
+
+
+def client_base(bootstrap: str) -> dict[str, str]:
+    """A client's first settings: the bootstrap servers and this process's security."""
+    return {"bootstrap.servers": bootstrap, **_CLIENT}
+
+
+def spark_options(security: dict[str, str]) -> dict[str, str]:
+    """The Spark Kafka source's ``kafka.*`` options for the same settings (Java client)."""
+    if not security:
+        return {}
+    opts = {"kafka.security.protocol": security["security.protocol"]}
+    if "sasl.mechanism" in security:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if security["sasl.mechanism"] == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        opts["kafka.sasl.mechanism"] = security["sasl.mechanism"]
+        opts["kafka.sasl.jaas.config"] = (
+            f'{module} required username="{security["sasl.username"]}" '
+            f'password="{security["sasl.password"]}";'
+        )
+    if "ssl.ca.location" in security:
+        opts["kafka.ssl.truststore.type"] = "PEM"
+        opts["kafka.ssl.truststore.location"] = security["ssl.ca.location"]
+    return opts

@@ -64,16 +64,10 @@ def check_settings(s: StackSettings) -> None:
             f"{s.kafka_nodes} and {s.kafka_node_id}"
         )
     s.kafka_layout  # noqa: B018 - raises on colliding ports or a wrong host count
-    if check_mode(s.kafka_security) == "sasl_ssl":
-        # issue 33: the bridge and the command path log in to Kafka; these not yet
-        unready = [n for n, on in [("api", s.with_api), ("amqp", s.with_amqp),
-                                   ("analytics", s.with_analytics)] if on]  # fmt: skip
-        if unready or s.external_kafka:
-            raise StackError(
-                "kafka_security sasl_ssl runs the servers, the bridge and the command path only "
-                f"so far (not {', '.join(unready) or 'an external Kafka'}): add --no-api, no "
-                "--amqp or --analytics"
-            )
+    if check_mode(s.kafka_security) == "sasl_ssl" and s.external_kafka:
+        raise StackError(
+            "kafka_security sasl_ssl secures the stack's own Kafka, not an external one"
+        )
     if s.partitions < 1:
         raise StackError(f"partitions must be >= 1, got {s.partitions}")
     if s.mqtt_autosave_changes < 0 or s.mqtt_autosave_interval < 1:

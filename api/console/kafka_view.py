@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, timed_out
+from appconfig.kafka_security import client_base
 
 
 class KafkaDownError(Exception):
@@ -78,7 +79,7 @@ class KafkaView:
         self.timeout_s = timeout_s
         self.admin: Renewing[AdminClient] = Renewing(
             "console-admin",
-            lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-console"}),
+            lambda: AdminClient({**client_base(bootstrap), "client.id": "iot-console"}),
             failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
         )
         self._producer: Producer | None = None
@@ -86,7 +87,7 @@ class KafkaView:
         self._lock = threading.Lock()  # the probe consumer is not shared across threads
 
     def start(self) -> None:
-        base = {"bootstrap.servers": self.bootstrap}
+        base = client_base(self.bootstrap)
         self.admin.start()
         self._producer = Producer(
             {**base, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 10000,
@@ -101,7 +102,7 @@ class KafkaView:
         """A consumer of its own for one read (browse, scan back, read one): a group nobody
         shares, nothing committed, end of partition reported."""
         return Consumer(
-            {"bootstrap.servers": self.bootstrap,
+            {**client_base(self.bootstrap),
              "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
              "enable.auto.commit": False, "enable.partition.eof": True}
         )  # fmt: skip

@@ -81,7 +81,7 @@ def test_a_tenant_reads_only_its_prefix() -> None:
 
 
 def test_the_rendered_node_config_is_private_and_secured(tmp_path: Path) -> None:
-    cfg = StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl", with_api=False)
+    cfg = StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl")
     path = KafkaServer(cfg).render_config()
     assert path.stat().st_mode & 0o077 == 0
     props = _props(path.read_text())
@@ -90,6 +90,6 @@ def test_the_rendered_node_config_is_private_and_secured(tmp_path: Path) -> None
     assert (tmp_path / "secrets" / "kafka" / "kafka-broker.secret").stat().st_mode & 0o077 == 0
 
 
-def test_sasl_ssl_refuses_the_services_not_secured_yet(tmp_path: Path) -> None:
-    with pytest.raises(StackError, match="api"):
-        StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl", with_api=True)
+def test_sasl_ssl_is_for_the_stacks_own_kafka(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="external"):
+        StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl", external_kafka="k:9092")

@@ -1,9 +1,11 @@
 """Kafka with `--kafka-security sasl_ssl` (issue 33): TLS from the appliance CA, SCRAM-SHA-512
 per principal, ACLs. One private stack (Mosquitto, one Kafka node, the bridge, one simulated
-device) started by the launcher as `iot-stack up --kafka-security sasl_ssl --no-api` would."""
+device, iot-api and iot-amqp, each its own principal; `up` waits for their /readyz) started by
+the launcher as `iot-stack up --kafka-security sasl_ssl --amqp --devices 1` would."""
 
 from __future__ import annotations
 
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +34,7 @@ TENANTS = ("acme", "globex")
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    bridge_port, commands_port = free_ports(2)
+    bridge_port, commands_port, api_port, amqp_port, amqp_http_port = free_ports(5)
     config = StackConfig.servers_on_free_ports(
         tmp_path_factory.mktemp("kafka-sasl"), 3, "512m", kafka_jvm_options=kafka_jvm_options()
     ).with_changes(
@@ -41,6 +43,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         commands_mode="inline",
         bridge_http_port=bridge_port,
         commands_http_port=commands_port,
+        with_api=True,
+        api_port=api_port,
+        with_amqp=True,
+        amqp_port=amqp_port,
+        amqp_http_port=amqp_http_port,
         devices=1,
         device_rate=5.0,
         start_timeout=180.0,
@@ -163,6 +170,16 @@ def test_a_devices_telemetry_reaches_kafka_through_the_secured_bridge(secured: S
     key, value = record
     assert key == b"dev-00000"
     assert orjson.loads(value)["seq"] >= 1
+
+
+def test_the_doors_reach_kafka_as_their_own_principals(secured: Stack) -> None:
+    """iot-api's MR topic list comes from Kafka, read as principal `api` over SASL_SSL."""
+    cfg = secured.config
+    with urllib.request.urlopen(f"http://{cfg.connect_host}:{cfg.api_port}/readyz") as resp:
+        assert resp.status == 200
+    for name in ("api", "amqp"):
+        log_text = (cfg.log_dir / f"{name}.log").read_text()
+        assert "SASL authentication error" not in log_text
 
 
 def test_secrets_stay_in_private_files(secured: Stack) -> None:
