@@ -103,7 +103,9 @@ class AnalyticsConfig:
     )
     # --- Kafka ------------------------------------------------------------------------------
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers.")
-    # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
+    # --- Kafka security (appconfig.kafka_security, docs/security.md): IOT_KAFKA_SECURITY_PROTOCOL,
+    # IOT_KAFKA_SASL_MECHANISM, IOT_KAFKA_SASL_USERNAME, IOT_KAFKA_SASL_PASSWORD_FILE and
+    # IOT_KAFKA_SSL_CA_FILE, read into the Spark Kafka source's kafka.* options
     kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
     kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
     kafka_sasl_username: str = _setting("", _ks.HELP["kafka_sasl_username"])

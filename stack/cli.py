@@ -14,7 +14,7 @@ from bridge.console import new_parser
 from stack.cli_systemd import write_unit
 from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
-from stack.kafka_auth import add_tenant_consumer
+from stack.kafka_auth import add_tenant_consumer, client_config
 from stack.kafka_security import MODES
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
@@ -312,7 +312,8 @@ def _supervise(config: StackConfig) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "topics":
-        created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions)
+        ks = client_config(_config(args))  # {} unless kafka_security is sasl_ssl
+        created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions, security=ks)
         _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
         return 0
     stack = Stack(_config(args))
@@ -321,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         provision(
             args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
             stack.device_ids(), progress=_say,
-            shard_ports=stack.recorded_shard_ports(),
+            shard_ports=stack.recorded_shard_ports(), kafka_security=client_config(cfg),
         )  # fmt: skip
         _say(f"provisioned; secrets in {cfg.secrets_dir}")
         return 0

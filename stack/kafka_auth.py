@@ -10,6 +10,7 @@ through the admin API (``iot-stack kafka-tenant``).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
@@ -63,9 +64,21 @@ def ensure_secret(config: StackConfig, principal: str) -> str:
     """The principal's SCRAM secret, generated (URL-safe, 256 bits) on first use."""
     path = secret_path(config, principal)
     secret = read_secret(path)
+    if secret is not None:
+        return secret
+    # containers sharing the secrets volume (the nodes of a cluster) may race here: the first
+    # link wins and every other one reads its secret
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    write_secret(tmp, secrets.token_urlsafe(32))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    secret = read_secret(path)
     if secret is None:
-        secret = secrets.token_urlsafe(32)
-        write_secret(path, secret)
+        raise StackError(f"{path} is empty: remove it to have a new secret made")
     return secret
 
 
@@ -85,10 +98,14 @@ def node_tls(config: StackConfig, node: KafkaNode) -> TlsFiles:
     keystore = config.data_dir / "kafka" / "tls" / f"node-{node.node_id}.pem"
     if not keystore.exists():
         key = pki.new_key()
-        names = [node.host, *mqtt_tls.server_names(config)]
+        names = [node.host, config.kafka_advertised_host, *mqtt_tls.server_names(config)]
         now = dt.datetime.now(dt.UTC)
         cert = pki.build_server(
-            store.authority(), key, list(dict.fromkeys(names)), now=now, days=SERVER_DAYS
+            store.authority(),
+            key,
+            [n for n in dict.fromkeys(names) if n],
+            now=now,
+            days=SERVER_DAYS,
         )
         write_private(keystore, (pki.key_pem(key) + pki.cert_pem(cert)).decode())
     return TlsFiles(str(keystore), str(ca_file(config)))

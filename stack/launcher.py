@@ -372,7 +372,8 @@ class Stack(AppServices, MqttTier):
 
     def kafka_health(self) -> list[str]:
         """`status` lines on the Kafka cluster the last `up` used (see `health_lines`)."""
-        return health_lines(self._recorded_endpoints().get("kafka") or self.config.kafka_bootstrap)
+        bootstrap = self._recorded_endpoints().get("kafka") or self.config.kafka_bootstrap
+        return health_lines(bootstrap, kafka_auth.client_config(self.config))
 
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"
