@@ -191,3 +191,27 @@ def test_secrets_stay_in_private_files(secured: Stack) -> None:
     bridge_secret = read_secret(kafka_auth.secret_path(cfg, "bridge"))
     assert bridge_secret
     assert bridge_secret not in (cfg.log_dir / "bridge.log").read_text()
+
+
+def test_a_three_node_cluster_replicates_over_sasl_ssl(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Brokers and controllers log each other in (SCRAM between brokers, PLAIN over TLS between
+    controllers): the three nodes form a quorum and the design's topics get 3 in-sync replicas."""
+    # insecure_anonymous: Mosquitto's logins are not what this test is about; Kafka's are
+    config = StackConfig.servers_on_free_ports(
+        tmp_path_factory.mktemp("kafka-sasl-3"), 3, "384m", 3,
+        insecure_anonymous=True, kafka_jvm_options=kafka_jvm_options(),
+    ).with_changes(kafka_security="sasl_ssl", start_timeout=240.0)  # fmt: skip
+    stack = Stack(config)
+    with reaper(config.run_dir):
+        try:
+            stack.up()
+            admin = AdminClient({"bootstrap.servers": config.kafka_bootstrap,
+                                 **kafka_auth.client_config(config)})  # fmt: skip
+            meta = admin.list_topics(timeout=60)
+            assert sorted(meta.brokers) == [1, 2, 3]
+            isr = {len(p.isrs) for p in meta.topics["iot.telemetry"].partitions.values()}
+            assert isr == {3}
+        finally:
+            stack.down()
