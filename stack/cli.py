@@ -14,7 +14,7 @@ from bridge.console import new_parser
 from stack.cli_systemd import write_unit
 from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
-from stack.kafka_auth import add_tenant_consumer, client_config
+from stack.kafka_auth import add_tenant_consumer, client_config, prepare
 from stack.kafka_security import MODES
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
@@ -312,7 +312,7 @@ def _supervise(config: StackConfig) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "topics":
-        ks = client_config(_config(args))  # {} unless kafka_security is sasl_ssl
+        ks = prepare(_config(args), args.kafka_bootstrap)  # sasl_ssl: the services' ACLs
         created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions, security=ks)
         _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
         return 0

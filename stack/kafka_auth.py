@@ -147,8 +147,9 @@ def _binding(grant: Grant) -> AclBinding:
     )
 
 
-def _admin(config: StackConfig) -> AdminClient:
-    return AdminClient({"bootstrap.servers": config.kafka_bootstrap, **client_config(config)})
+def _admin(config: StackConfig, bootstrap: str | None = None) -> AdminClient:
+    servers = bootstrap or config.kafka_bootstrap
+    return AdminClient({"bootstrap.servers": servers, **client_config(config)})
 
 
 def _wait(futures: dict[Any, Any], what: str, timeout: float) -> None:
@@ -159,19 +160,22 @@ def _wait(futures: dict[Any, Any], what: str, timeout: float) -> None:
             raise StackError(f"{what} {key}: {exc.args[0]}") from exc
 
 
-def create_grants(config: StackConfig, grants: Iterable[Grant], timeout: float = 30.0) -> None:
+def create_grants(
+    config: StackConfig, grants: Iterable[Grant], timeout: float = 30.0, bootstrap: str = ""
+) -> None:
     """Create the ACLs (creating an existing one again is a no-op)."""
     bindings = [_binding(g) for g in grants]
     if bindings:
-        admin = _admin(config)  # held: a client destroyed early fails its futures
+        admin = _admin(config, bootstrap)  # held: a client destroyed early fails its futures
         _wait(admin.create_acls(bindings, request_timeout=timeout), "ACL", timeout)
 
 
-def prepare(config: StackConfig) -> dict[str, str]:
-    """Once the cluster runs (`up`, every time: idempotent): the services' ACLs; returns the
-    launcher's own client settings ({} with plaintext)."""
+def prepare(config: StackConfig, bootstrap: str = "") -> dict[str, str]:
+    """Once the cluster runs (`up`, compose's topic-init: `iot-stack topics`; every time, it is
+    idempotent): the services' ACLs; returns the launcher's own client settings ({} with
+    plaintext). ``bootstrap``: Kafka's address when it is not the config's own."""
     if enabled(config):
-        create_grants(config, [g for s in SERVICES for g in service_grants(s)])
+        create_grants(config, [g for s in SERVICES for g in service_grants(s)], bootstrap=bootstrap)
     return client_config(config)
 
 
