@@ -11,6 +11,7 @@ import sys
 from amqp.config import AmqpConfig, add_arguments, from_namespace
 from amqp.errors import ConfigError
 from amqp.service import AmqpService
+from appconfig import kafka_security
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg: AmqpConfig = from_namespace(args)
+        kafka_security.use_config(cfg, ConfigError)
         service = AmqpService(cfg)
     except ConfigError as exc:
         print(f"iot-amqp: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp.errors import ConfigError
+from appconfig import kafka_security as _ks
 from appconfig import settings as appsettings
 
 _setting = appsettings.setting
@@ -28,6 +29,12 @@ class AmqpConfig:
     http_port: int = _setting(9106, "Port of /metrics, /healthz, /readyz; 0 = a free port.")
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(5, "Producer linger.ms.")
+    # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
+    kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
+    kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
+    kafka_sasl_username: str = _setting("", _ks.HELP["kafka_sasl_username"])
+    kafka_sasl_password_file: str = _setting("", _ks.HELP["kafka_sasl_password_file"])
+    kafka_ssl_ca_file: str = _setting("", _ks.HELP["kafka_ssl_ca_file"])
     publish_timeout_ms: int = _setting(
         30000,
         "How long an unsettled upload waits for Kafka's acknowledgement (producer "
@@ -78,6 +85,7 @@ class AmqpConfig:
             (0 <= self.amqp_port <= 65535, "amqp_port must be 0-65535"),
             (0 <= self.http_port <= 65535, "http_port must be 0-65535"),
             (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
+            (_ks.problem(self) is None, _ks.problem(self) or ""),
             (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
             (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
             (bool(_TOPIC_RE.match(self.topic_telemetry)), "topic_telemetry is not a topic"),

@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from api.plumbing.kafka_producer import PolledProducer
+from appconfig.kafka_security import client_base
 from bridge.mapping import KafkaRecord
 
 Report = Callable[[int, bool, str], None]
@@ -22,7 +23,7 @@ Report = Callable[[int, bool, str], None]
 class UploadProducer(PolledProducer):
     def __init__(self, bootstrap: str, *, linger_ms: int, timeout_ms: int, max_bytes: int) -> None:
         settings = {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "acks": "all",
             "enable.idempotence": True,  # per device, records stay in the order produced
             "linger.ms": linger_ms,

@@ -11,6 +11,7 @@ from api.config import ApiConfig, add_arguments, from_namespace
 from api.console import config as console_config
 from api.errors import ConfigError
 from api.service import ApiService
+from appconfig import kafka_security
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg: ApiConfig = from_namespace(args)
+        kafka_security.use_config(cfg, ConfigError)
         service = ApiService(cfg, console_config.from_namespace(args))
     except ConfigError as exc:
         print(f"iot-api: {exc}", file=sys.stderr)

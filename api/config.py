@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.errors import ConfigError
+from appconfig import kafka_security as _ks
 from appconfig import settings as appsettings
 
 _LOG_LEVELS = appsettings.LOG_LEVELS
@@ -41,6 +42,12 @@ class ApiConfig:
     )
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(5, "Producer linger.ms (a publish waits for its batch).")
+    # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
+    kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
+    kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
+    kafka_sasl_username: str = _setting("", _ks.HELP["kafka_sasl_username"])
+    kafka_sasl_password_file: str = _setting("", _ks.HELP["kafka_sasl_password_file"])
+    kafka_ssl_ca_file: str = _setting("", _ks.HELP["kafka_ssl_ca_file"])
     publish_timeout_ms: int = _setting(
         30000,
         "How long a publish waits for Kafka's acknowledgement (producer message.timeout.ms) "
@@ -197,6 +204,7 @@ class ApiConfig:
             (bool(self.api_host), "api_host must not be empty"),
             (0 <= self.api_port <= 65535, "api_port must be 0-65535"),
             (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
+            (_ks.problem(self) is None, _ks.problem(self) or ""),
             (0 <= self.tls_port <= 65535, "tls_port must be 0-65535"),
             (
                 bool(self.tls_cert_file) == bool(self.tls_key_file),

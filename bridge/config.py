@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
+from appconfig import kafka_security
 from appconfig import settings as appsettings
 from bridge.errors import ConfigError
 from bridge.quota import parse_rates
@@ -115,6 +116,20 @@ class BridgeConfig:
         secret=True,
     )
 
+    kafka_security_protocol: str = _setting(
+        "",
+        "Kafka security.protocol: empty/PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (iot-stack's "
+        "--kafka-security sasl_ssl sets SASL_SSL with SCRAM-SHA-512; docs/security.md).",
+    )
+    kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", "Kafka sasl.mechanism.")
+    kafka_sasl_username: str = _setting("", "Kafka SASL user name (the service's principal).")
+    kafka_sasl_password_file: str = _setting(
+        "", "File holding the Kafka SASL password (first line; mode 0600, never in the env)."
+    )
+    kafka_ssl_ca_file: str = _setting(
+        "", "CA certificate (PEM) Kafka's TLS listener is checked by."
+    )
+
     # --- Kafka topics --------------------------------------------------------------------------
     topic_telemetry: str = _setting("iot.telemetry", "Kafka topic for telemetry.")
     topic_events: str = _setting("iot.events", "Kafka topic for device events.")
@@ -183,6 +198,11 @@ class BridgeConfig:
                 problems.append(message)
 
         need(bool(self.mqtt_host), "mqtt_host must not be empty")
+        security = kafka_security.check(
+            self.kafka_security_protocol, self.kafka_sasl_mechanism,
+            self.kafka_sasl_username, self.kafka_sasl_password_file,
+        )  # fmt: skip
+        need(security is None, security or "")
         need(1 <= self.mqtt_port <= 65535, "mqtt_port must be 1-65535")
         need(
             0 < len(self.mqtt_client_id) <= 128 and self.mqtt_client_id.isprintable(),
@@ -277,6 +297,21 @@ class BridgeConfig:
         if self.mqtt_share_group:
             return tuple(f"$share/{self.mqtt_share_group}/{f}" for f in filters)
         return filters
+
+
+def kafka_client_security(config: BridgeConfig) -> dict[str, str]:
+    """librdkafka's security settings from the typed ``kafka_security_*``/``kafka_sasl_*``
+    settings (the password read from its file), then ``kafka_extra``'s own ones on top."""
+    try:
+        conf = kafka_security.client_security(
+            config.kafka_security_protocol, config.kafka_sasl_mechanism,
+            config.kafka_sasl_username, config.kafka_sasl_password_file,
+            config.kafka_ssl_ca_file,
+        )  # fmt: skip
+    except OSError as exc:
+        raise ConfigError(f"kafka_sasl_password_file: {exc}") from exc
+    extra = parse_kafka_extra(config.kafka_extra)
+    return conf | {k: v for k, v in extra.items() if k.startswith(("security", "sasl", "ssl"))}
 
 
 def settings() -> tuple[dataclasses.Field[Any], ...]:

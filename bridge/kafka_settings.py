@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.config import BridgeConfig, parse_kafka_extra
+from bridge.config import BridgeConfig, kafka_client_security, parse_kafka_extra
 
 __all__ = [
     "consumer_security",
@@ -29,6 +29,7 @@ def producer_rules(config: BridgeConfig, linger_ms: int) -> dict[str, Any]:
         "linger.ms": linger_ms,
         "compression.type": config.kafka_compression,
         "message.timeout.ms": config.kafka_message_timeout_ms,
+        **kafka_client_security(config),
     }
 
 
@@ -54,9 +55,6 @@ def producer_config(config: BridgeConfig) -> dict[str, Any]:
 
 
 def consumer_security(config: BridgeConfig) -> dict[str, Any]:
-    """The security settings of ``IOT_KAFKA_EXTRA`` (the rest of it is producer tuning)."""
-    return {
-        k: v
-        for k, v in parse_kafka_extra(config.kafka_extra).items()
-        if k.startswith(("security", "sasl", "ssl"))
-    }
+    """The security settings (typed ones, then ``IOT_KAFKA_EXTRA``'s; the rest of
+    ``kafka_extra`` is producer tuning)."""
+    return kafka_client_security(config)

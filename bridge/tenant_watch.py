@@ -114,7 +114,8 @@ class TenantWatch:
         """Tenant -> msgs/s quota (None = unlimited) of every enabled registry tenant."""
         if not self.registry_topic:
             return {}
-        store = KafkaStore(self.bootstrap, topic=self.registry_topic)
+        security = {k: v for k, v in self._admin_config.items() if k != "bootstrap.servers"}
+        store = KafkaStore(self.bootstrap, topic=self.registry_topic, security=security)
         try:
             records, self._position = store.read_since(self._position)
         except (KafkaException, RegistryError) as exc:  # StoreError: `iot-devices init` not run

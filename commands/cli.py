@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from bridge.config import parse_kafka_extra
+from bridge.config import kafka_client_security, parse_kafka_extra
 from bridge.console import new_parser, parse_args, stop_on_signals
 from bridge.errors import BridgeError, ConfigError
 from commands.client import CommandClient
@@ -148,7 +148,7 @@ def _client(cfg: CommandConfig) -> CommandClient:
         topic_commands=cfg.topic_commands,
         topic_status=cfg.topic_command_status,
         topic_replies=cfg.topic_command_replies,
-        extra=parse_kafka_extra(cfg.kafka_extra),
+        extra=parse_kafka_extra(cfg.kafka_extra) | kafka_client_security(cfg),
     )
 
 

@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RegistryError as exc:
             print(f"iot-devices: {exc}", file=sys.stderr)
             return 1
-    store = KafkaStore(cfg.kafka_bootstrap, cfg.topic, cfg.audit_topic)
+    store = KafkaStore(cfg.kafka_bootstrap, cfg.topic, cfg.audit_topic, security=cfg.kafka_security)
     action = getattr(args, "action", None)
     writes = (args.area, action) in WRITES or args.area == "mosquitto"
     mosquitto: DynsecClient | None = None

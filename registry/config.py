@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry.kafka_store import AUDIT_TOPIC, REGISTRY_TOPIC
@@ -20,6 +20,8 @@ class RegistryConfig:
     admin_password_file: Path | None
     ca_dir: Path = Path("var/ca")
     mqtt_shard_ports: str = ""
+    # librdkafka's security settings (a SASL_SSL Kafka, docs/security.md); {} = plaintext
+    kafka_security: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RegistryConfig:
@@ -33,7 +35,27 @@ class RegistryConfig:
             admin_password_file=Path(password_file) if password_file else None,
             ca_dir=Path(args.ca_dir),
             mqtt_shard_ports=args.mqtt_shard_ports,
+            kafka_security=_kafka_security(args),
         )
+
+
+def _kafka_security(args: argparse.Namespace) -> dict[str, str]:
+    """The IOT_KAFKA_SECURITY_PROTOCOL/SASL_*/SSL_CA_FILE settings the services read
+    (appconfig.kafka_security, which this package may not import), the password from its file."""
+    protocol = (args.kafka_security_protocol or "").upper()
+    if protocol in ("", "PLAINTEXT"):
+        return {}
+    conf = {"security.protocol": protocol}
+    if protocol.startswith("SASL"):
+        lines = Path(args.kafka_sasl_password_file).read_text().splitlines()
+        conf |= {
+            "sasl.mechanism": args.kafka_sasl_mechanism.upper(),
+            "sasl.username": args.kafka_sasl_username,
+            "sasl.password": lines[0].strip() if lines else "",
+        }
+    if args.kafka_ssl_ca_file:
+        conf["ssl.ca.location"] = args.kafka_ssl_ca_file
+    return conf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +65,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("IOT_KAFKA_BOOTSTRAP", "localhost:9092"),
         help="Kafka bootstrap servers (env IOT_KAFKA_BOOTSTRAP).",
     )
+    for name, default, what in (
+        ("protocol", "", "Kafka security.protocol: PLAINTEXT (empty) or SASL_SSL"),
+        ("sasl-mechanism", "SCRAM-SHA-512", "Kafka sasl.mechanism"),
+        ("sasl-username", "", "Kafka SASL user name"),
+        ("sasl-password-file", "", "file holding the Kafka SASL password (first line)"),
+        ("ssl-ca-file", "", "CA certificate (PEM) Kafka's TLS listener is checked by"),
+    ):
+        flag = name if name.startswith(("sasl", "ssl")) else f"security-{name}"
+        var = "IOT_KAFKA_" + flag.upper().replace("-", "_")
+        parser.add_argument(
+            f"--kafka-{flag}", default=env(var, default), help=f"{what} (env {var})."
+        )
     parser.add_argument(
         "--topic",
         default=env("IOT_REGISTRY_TOPIC", REGISTRY_TOPIC),

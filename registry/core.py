@@ -53,7 +53,9 @@ class RegistryCore:
         """Keep a consumer open from here on: :meth:`refresh` then reads up to the topic's end
         as Kafka reports it at the call (a read barrier, registry.follower), cheaply."""
         if self._follower is None:
-            follower = RegistryFollower(self.store.bootstrap, self.store.topic)
+            follower = RegistryFollower(
+                self.store.bootstrap, self.store.topic, security=self.store.security
+            )
             follower.start(self._position or {})
             self._follower = follower
 

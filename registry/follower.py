@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -31,8 +32,15 @@ STRICT_QUIET_S = 2.0  # strict: how long to refuse at once (not after a timeout)
 
 
 class RegistryFollower:
-    def __init__(self, bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        security: Mapping[str, str] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.client_base: dict[str, str] = {"bootstrap.servers": bootstrap, **(security or {})}
         self.topic = topic
         self.timeout = timeout
         self._consumer: Consumer | None = None
@@ -46,7 +54,7 @@ class RegistryFollower:
         it: :meth:`KafkaStore.read_since`)."""
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client_base,
                 "group.id": f"iot-registry-follow-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
@@ -61,7 +69,7 @@ class RegistryFollower:
         # queues behind the broker's held fetch (fetch.wait.max.ms): measured ~100 ms a check.
         self._probe = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client_base,
                 "group.id": f"iot-registry-end-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import (
     Consumer,
@@ -66,8 +66,13 @@ class KafkaStore:
         audit_topic: str = AUDIT_TOPIC,
         transactional_id: str = TRANSACTIONAL_ID,
         timeout: float = 30.0,
+        *,
+        security: Mapping[str, str] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        # librdkafka's security.protocol/sasl.*/ssl.* settings of a secured cluster (issue 33)
+        self.security = dict(security or {})
+        self.client_base: dict[str, str] = {"bootstrap.servers": bootstrap, **self.security}
         self.topic = topic
         self.audit_topic = audit_topic
         self.transactional_id = transactional_id
@@ -78,7 +83,7 @@ class KafkaStore:
     def ensure_topics(self) -> list[str]:
         """Create both topics if missing (one partition each: total order, tiny volume), with
         3 replicas and min.insync.replicas 2 on a cluster of 3 or more brokers."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(dict(self.client_base))
         try:
             brokers = len(admin.list_topics(timeout=self.timeout).brokers)
         except KafkaException as exc:
@@ -114,7 +119,7 @@ class KafkaStore:
         start = position or {}
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client_base,
                 "group.id": f"iot-registry-load-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
@@ -169,7 +174,7 @@ class KafkaStore:
         while True:
             producer = Producer(
                 {
-                    "bootstrap.servers": self.bootstrap,
+                    **self.client_base,
                     "transactional.id": self.transactional_id,
                     "enable.idempotence": True,
                     "acks": "all",
@@ -241,7 +246,7 @@ class KafkaStore:
         if self._reader is None:
             self._reader = Consumer(
                 {
-                    "bootstrap.servers": self.bootstrap,
+                    **self.client_base,
                     "group.id": f"iot-registry-writer-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "isolation.level": "read_committed",

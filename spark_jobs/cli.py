@@ -23,6 +23,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from appconfig import kafka_security
 from spark_jobs import __version__
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.errors import AnalyticsError, ConfigError
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     try:
         cfg = _config(args)
+        kafka_security.use_config(cfg, ConfigError)
     except ConfigError as exc:
         parser.print_usage(sys.stderr)
         sys.stderr.write(f"iot-analytics: error: {exc}\n")

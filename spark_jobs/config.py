@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from appconfig import kafka_security as _ks
 from appconfig import settings as appsettings
 from spark_jobs.errors import ConfigError
 
@@ -102,6 +103,14 @@ class AnalyticsConfig:
     )
     # --- Kafka ------------------------------------------------------------------------------
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers.")
+    # --- Kafka security (appconfig.kafka_security, docs/security.md): IOT_KAFKA_SECURITY_PROTOCOL,
+    # IOT_KAFKA_SASL_MECHANISM, IOT_KAFKA_SASL_USERNAME, IOT_KAFKA_SASL_PASSWORD_FILE and
+    # IOT_KAFKA_SSL_CA_FILE, read into the Spark Kafka source's kafka.* options
+    kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
+    kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
+    kafka_sasl_username: str = _setting("", _ks.HELP["kafka_sasl_username"])
+    kafka_sasl_password_file: str = _setting("", _ks.HELP["kafka_sasl_password_file"])
+    kafka_ssl_ca_file: str = _setting("", _ks.HELP["kafka_ssl_ca_file"])
     topic_telemetry: str = _setting("iot.telemetry", "Kafka topic with the telemetry records.")
     topic_presence: str = _setting("iot.presence", "Kafka topic with device presence records.")
     tenant_topics: bool = _setting(
@@ -166,6 +175,8 @@ class AnalyticsConfig:
 
     def __post_init__(self) -> None:
         check_master(self.spark_master)
+        if (problem := _ks.problem(self)) is not None:
+            raise ConfigError(problem)
         for name in ("spark_driver_memory", "spark_executor_memory"):
             if not _JVM_SIZE_RE.match(getattr(self, name)):
                 raise ConfigError(f"{name} must be a JVM size like 512m or 2g")

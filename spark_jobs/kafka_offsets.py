@@ -6,6 +6,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 
+from appconfig.kafka_security import client_base
 from spark_jobs.query_health import Offsets
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ def end_offsets(
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "group.id": f"iot-analytics-health-{uuid.uuid4().hex[:8]}",  # never joins: no commit
             "enable.auto.commit": False,
             "log_level": 0,  # an unreachable Kafka is reported as None, not as log noise

@@ -39,6 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from appconfig import kafka_security
 from spark_jobs import schemas, tables, tenants, transforms
 from spark_jobs.anomaly import AnomalyRule, anomalies
 from spark_jobs.config import AnalyticsConfig
@@ -72,6 +73,7 @@ def kafka_source(spark: SparkSession, cfg: AnalyticsConfig, topic: str) -> DataF
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
+        .options(**kafka_security.spark_options(kafka_security.client_defaults()))
         .option(*_subscription(cfg, topic))
         .option("startingOffsets", cfg.starting_offsets)
         .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())

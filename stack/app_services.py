@@ -8,6 +8,7 @@ import sys
 
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
+from stack import kafka_auth
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.mosquitto_server import MosquittoServer
@@ -94,6 +95,7 @@ class AppServices:
         env = (
             self._app_env()
             | self._login_env("bridge")
+            | kafka_auth.service_env(cfg, "bridge")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
                 "IOT_HTTP_PORT": str(port),
@@ -156,6 +158,7 @@ class AppServices:
         env = (
             self._app_env()
             | self._login_env("commands")
+            | kafka_auth.service_env(self.config, "commands")
             | {
                 "IOT_HTTP_HOST": cfg.connect_host,
                 "IOT_COMMAND_HTTP_PORT": str(port),
@@ -201,6 +204,7 @@ class AppServices:
             "IOT_MQTT_HOST": cfg.connect_host,
             "IOT_MQTT_PORT": str(cfg.mqtt_port),
         }
+        env |= kafka_auth.service_env(cfg, "api")
         if not cfg.insecure_anonymous:
             env["IOT_REGISTRY_ADMIN_PASSWORD_FILE"] = str(admin_secret(cfg.secrets_dir))
             api_login = account_login(cfg.secrets_dir, "api")
@@ -257,7 +261,7 @@ class AppServices:
             "IOT_HTTP_HOST": cfg.connect_host,
             "IOT_HTTP_PORT": str(cfg.amqp_http_port),
             auth: "1",
-        }
+        } | kafka_auth.service_env(cfg, "amqp")
         return self._http_service(
             "amqp", [sys.executable, "-m", "amqp"], env, url,
             endpoint=f"amqp://{cfg.connect_host}:{cfg.amqp_port} (metrics {url}/metrics)",
@@ -275,6 +279,7 @@ class AppServices:
                 "IOT_ANALYTICS_HTTP_PORT": str(cfg.analytics_http_port),
             }
             | analytics_env(cfg)
+            | kafka_auth.service_env(cfg, "analytics")
         )
         endpoint = f"{url}/metrics"
         if cfg.analytics_master.startswith("spark://"):

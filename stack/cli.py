@@ -14,6 +14,8 @@ from bridge.console import new_parser
 from stack.cli_systemd import write_unit
 from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
+from stack.kafka_auth import add_tenant_consumer, client_config, prepare
+from stack.kafka_security import MODES
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
 from stack.mosquitto_server import INSECURE_WARNING
@@ -49,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-nodes", type=int,
         help="Kafka nodes (broker+controller each): 1, or 3 for a replicated KRaft cluster on "
         "ports Kafka port +2 per node (env IOT_KAFKA_NODES)",
+    )  # fmt: skip
+    common.add_argument(
+        "--kafka-security", choices=MODES,
+        help="Kafka's listeners: plaintext (default, one machine) or sasl_ssl (TLS from the "
+        "appliance CA, SCRAM per service, ACLs; env IOT_KAFKA_SECURITY; docs/security.md)",
     )  # fmt: skip
     common.add_argument(
         "--bridge-http-port", type=int, help="bridge metrics/health port (default 9100)"
@@ -137,6 +144,12 @@ def _parser() -> argparse.ArgumentParser:
     prov.add_argument(
         "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
     )
+    tenant = sub.add_parser(
+        "kafka-tenant", parents=[common],
+        help="with sasl_ssl: add (or renew) tenant TENANT's Kafka consumer principal, reading "
+        "only iot.TENANT.* topics; its secret goes to <secrets>/kafka/tenant-TENANT.secret",
+    )  # fmt: skip
+    tenant.add_argument("tenant", help="the tenant id")
     topics = sub.add_parser(
         "topics", parents=[common], help="create the design's topics that do not exist yet"
     )
@@ -299,7 +312,8 @@ def _supervise(config: StackConfig) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "topics":
-        created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions)
+        ks = prepare(_config(args), args.kafka_bootstrap)  # sasl_ssl: the services' ACLs
+        created = ensure_topics(args.kafka_bootstrap, DESIGN_TOPICS, args.partitions, security=ks)
         _say(f"created: {', '.join(created) if created else 'none (all existed)'}")
         return 0
     stack = Stack(_config(args))
@@ -308,9 +322,12 @@ def _run(args: argparse.Namespace) -> int:
         provision(
             args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
             stack.device_ids(), progress=_say,
-            shard_ports=stack.recorded_shard_ports(),
+            shard_ports=stack.recorded_shard_ports(), kafka_security=client_config(cfg),
         )  # fmt: skip
         _say(f"provisioned; secrets in {cfg.secrets_dir}")
+        return 0
+    if args.command == "kafka-tenant":
+        _say(f"secret in {add_tenant_consumer(stack.config, args.tenant)}")
         return 0
     if args.command == "serve":
         return _serve(stack.config, args.server)

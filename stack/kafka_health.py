@@ -4,6 +4,7 @@ under-replicated partitions (adapter: Kafka's admin protocol and its quorum tool
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -42,8 +43,10 @@ class ClusterView:
         return under_replicated(self.partitions)
 
 
-def cluster_view(bootstrap: str, timeout: float = 10.0) -> ClusterView:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def cluster_view(
+    bootstrap: str, timeout: float = 10.0, security: Mapping[str, str] | None = None
+) -> ClusterView:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     try:
         meta = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -57,11 +60,11 @@ def cluster_view(bootstrap: str, timeout: float = 10.0) -> ClusterView:
     return ClusterView(brokers, partitions)
 
 
-def health_lines(bootstrap: str) -> list[str]:
+def health_lines(bootstrap: str, security: Mapping[str, str] | None = None) -> list[str]:
     """`status` lines on the Kafka cluster: brokers, quorum leader, under-replicated
     partitions (for a local cluster and an external one)."""
     try:
-        view = cluster_view(bootstrap)
+        view = cluster_view(bootstrap, security=security)
     except StackError as exc:
         return [f"kafka: {exc}"]
     lines = [

@@ -12,12 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from string import Template
 
-from stack import paths
+from stack import kafka_auth, paths
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.kafka_layout import Replication, quorum_voters
+from stack.kafka_security import BROKER, listener_lines, scram_format_args
 from stack.ports import port_open
 from stack.process import ManagedProcess
+from stack.secret_files import write_private
 
 READY_LINE = "Kafka Server started"
 
@@ -92,15 +94,22 @@ class KafkaServer:
             quorum = f"controller.quorum.voters={quorum_voters(cfg.kafka_layout)}"
         else:
             quorum = f"controller.quorum.bootstrap.servers={node.host}:{node.controller_port}"
+        # peers on other hosts reach the controller listener through the bind address
+        controller_bind = cfg.bind_host if own_hosts else node.host
+        advertised_host = node.host if own_hosts else cfg.kafka_advertised_host or node.host
+        secure = kafka_auth.enabled(cfg)
+        listeners = listener_lines(
+            cfg.kafka_security,
+            client=f"{cfg.bind_host}:{node.port}",
+            controller=f"{controller_bind}:{node.controller_port}",
+            advertised=f"{advertised_host}:{node.port}",
+            tls=kafka_auth.node_tls(cfg, node) if secure else None,
+            broker_secret=kafka_auth.ensure_secret(cfg, BROKER) if secure else "",
+        )
         text = template.substitute(
             node_id=node.node_id,
             quorum=quorum,
-            bind_host=cfg.bind_host,
-            # peers on other hosts reach the controller listener through the bind address
-            controller_bind=cfg.bind_host if own_hosts else node.host,
-            advertised_host=node.host if own_hosts else cfg.kafka_advertised_host or node.host,
-            port=node.port,
-            controller_port=node.controller_port,
+            listeners=listeners,
             log_dirs=self.log_dirs,
             partitions=cfg.partitions,
             replicas=replication.factor,
@@ -114,7 +123,8 @@ class KafkaServer:
             io_threads=2 if self.clustered else 4,
         )
         self.home.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text(text)
+        # 0600: with sasl_ssl it holds the brokers' own secret (their JAAS login)
+        write_private(self.properties_path, text)
         return self.properties_path
 
     def cluster_id(self) -> str:
@@ -134,6 +144,19 @@ class KafkaServer:
         """Format the log dir once (KRaft needs it); False when it already was."""
         if (self.log_dirs / "meta.properties").exists():
             return False
+        # the SCRAM credentials (sasl_ssl) go in an argument file of mode 0600, never on the
+        # command line (java expands @files in the application's arguments too)
+        argfile = self.home / ".format-args"
+        if not kafka_auth.enabled(self.config):
+            return self._format(argfile)
+        scram = scram_format_args(kafka_auth.format_secrets(self.config))
+        write_private(argfile, "\n".join(scram) + "\n")
+        try:
+            return self._format(argfile)
+        finally:
+            argfile.unlink(missing_ok=True)
+
+    def _format(self, argfile: Path) -> bool:
         result = subprocess.run(
             [
                 java_binary(),
@@ -150,6 +173,7 @@ class KafkaServer:
                 f"--cluster-id={self.cluster_id() if self.clustered else cluster_id()}",
                 "--config",
                 str(self.properties_path),
+                *([f"@{argfile}"] if kafka_auth.enabled(self.config) else []),
             ],
             capture_output=True,
             text=True,

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stack import mqtt_tls
+from stack import kafka_auth, mqtt_tls
 from stack.app_services import AppServices
 from stack.config import StackConfig
 from stack.errors import StackError
@@ -23,7 +23,7 @@ from stack.provisioning import provision
 from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
 from stack.supervision import ServiceRecord
 from stack.supervisor_link import SupervisorLink
-from stack.topics import DESIGN_TOPICS, ensure_topics
+from stack.topics import ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -239,15 +239,17 @@ class Stack(AppServices, MqttTier):
     def _after_kafka(self, progress: Callable[[str], None]) -> None:
         """The design's topics, then (auth on) the registry's accounts and devices."""
         cfg = self.config
-        brokers = None if cfg.external_kafka else cfg.kafka_nodes
-        created = ensure_topics(cfg.kafka_bootstrap, DESIGN_TOPICS, cfg.partitions, brokers=brokers)
-        if created:
-            progress(f"created topics: {', '.join(created)}")
+        n = None if cfg.external_kafka else cfg.kafka_nodes
+        ks = kafka_auth.prepare(cfg)  # the services' ACLs; {} unless kafka_security sasl_ssl
+        made = ensure_topics(cfg.kafka_bootstrap, partitions=cfg.partitions, brokers=n, security=ks)
+        if made:
+            progress(f"created topics: {', '.join(made)}")
         if not cfg.insecure_anonymous:
             provision(
                 cfg.kafka_bootstrap, cfg.connect_host, cfg.mqtt_port, cfg.secrets_dir,
                 self.device_ids(), progress=progress, offline=self.apply_offline,
                 shard_ports=[server.port for server in self.mqtt_shards],
+                kafka_security=ks,
             )  # fmt: skip
 
     def down(self, progress: Callable[[str], None] = log.info) -> list[str]:
@@ -370,7 +372,8 @@ class Stack(AppServices, MqttTier):
 
     def kafka_health(self) -> list[str]:
         """`status` lines on the Kafka cluster the last `up` used (see `health_lines`)."""
-        return health_lines(self._recorded_endpoints().get("kafka") or self.config.kafka_bootstrap)
+        bootstrap = self._recorded_endpoints().get("kafka") or self.config.kafka_bootstrap
+        return health_lines(bootstrap, kafka_auth.client_config(self.config))
 
     def _write_endpoints(self) -> None:
         path = self.config.data_dir / "stack.json"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +95,7 @@ def provision(
     progress: Callable[[str], None] = log.info,
     offline: Offline | None = None,
     shard_ports: Sequence[int] = (),
+    kafka_security: Mapping[str, str] | None = None,
 ) -> Provisioned:
     """Service accounts and devices, the missing ones. With ``offline`` (the launcher, which
     owns Mosquitto), a bulk of new devices reaches Mosquitto through its dynsec file. With
@@ -102,7 +103,7 @@ def provision(
     try:
         with registry_session(
             kafka_bootstrap, mqtt_host, mqtt_port, secrets_dir, actor=ACTOR, progress=progress,
-            shard_ports=shard_ports,
+            shard_ports=shard_ports, kafka_security=kafka_security,
         ) as (registry, mosquitto):  # fmt: skip
             return _provision(
                 registry, mosquitto, secrets_dir, device_ids, progress, offline=offline
@@ -121,6 +122,7 @@ def registry_session(
     actor: str,
     progress: Callable[[str], None] = log.info,
     shard_ports: Sequence[int] = (),
+    kafka_security: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Registry, DynsecClient]]:
     """The registry, writable as the local admin ``actor``, with Mosquitto's dynsec behind it
     (the admin secret from ``secrets_dir``; every shard's with ``shard_ports``); both closed
@@ -130,7 +132,7 @@ def registry_session(
         raise StackError(f"no registry admin secret in {admin_secret(secrets_dir)}")
     # right after a 3-node cluster starts, its transaction coordinator took 34 s to answer
     # (the 50-partition, 3-replica transaction-state topic is created on first use)
-    store = KafkaStore(kafka_bootstrap, timeout=120.0)
+    store = KafkaStore(kafka_bootstrap, timeout=120.0, security=kafka_security)
     mosquitto: DynsecClient | None = None
     try:
         created = store.ensure_topics()

@@ -98,6 +98,12 @@ class StackSettings:
         "",
         "an existing Kafka cluster (host:port,...) to use instead of starting one",
     )
+    kafka_security: str = _setting(
+        "IOT_KAFKA_SECURITY",
+        "plaintext",
+        "Kafka's listeners: plaintext (one machine, loopback) or sasl_ssl (between hosts: TLS "
+        "from the appliance CA, SCRAM-SHA-512 per service, ACLs; docs/security.md)",
+    )
     kafka_retention_hours: int = _setting("IOT_KAFKA_RETENTION_HOURS", 168, "topic retention")
     start_timeout: float = _setting("IOT_START_TIMEOUT", 90.0, "seconds to wait for each server")
     mqtt_autosave_interval: int = _setting(

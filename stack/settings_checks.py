@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.config import check_master
 from spark_jobs.errors import ConfigError
 from stack.errors import StackError
+from stack.kafka_security import check_mode
 from stack.mqtt_shards import check_shards
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ def check_settings(s: StackSettings) -> None:
             f"{s.kafka_nodes} and {s.kafka_node_id}"
         )
     s.kafka_layout  # noqa: B018 - raises on colliding ports or a wrong host count
+    if check_mode(s.kafka_security) == "sasl_ssl" and s.external_kafka:
+        raise StackError(
+            "kafka_security sasl_ssl secures the stack's own Kafka, not an external one"
+        )
     if s.partitions < 1:
         raise StackError(f"partitions must be >= 1, got {s.partitions}")
     if s.mqtt_autosave_changes < 0 or s.mqtt_autosave_interval < 1:

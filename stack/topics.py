@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -47,6 +48,8 @@ def ensure_topics(
     partitions: int = 12,
     timeout: float = 30.0,
     brokers: int | None = None,
+    *,
+    security: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Create the topics that do not exist yet; returns the names created.
 
@@ -54,7 +57,7 @@ def ensure_topics(
     on the topic, so an external cluster's broker defaults do not matter), 1 on one broker.
     `brokers`: the cluster's size when known (a node that just started may not be listed yet).
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     if brokers is None:  # an external cluster: as many as it reports now
         try:
             brokers = len(admin.list_topics(timeout=timeout).brokers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -374,6 +375,9 @@ def test_a_cluster_node_renders_from_the_compose_environment(
     for key, value in _env(service).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("IOT_DATA_DIR", str(tmp_path))
+    # the volumes' paths, here under the test's own dir
+    monkeypatch.setenv("IOT_STACK_SECRETS_DIR", str(tmp_path / "secrets"))
+    monkeypatch.setenv("IOT_REGISTRY_CA_DIR", str(tmp_path / "ca"))
     command = service["command"]
     cfg = StackConfig.from_env(
         kafka_port=int(command[command.index("--kafka-port") + 1]),
@@ -382,5 +386,65 @@ def test_a_cluster_node_renders_from_the_compose_environment(
     )
     text = KafkaServer(cfg, cfg.kafka_node_id).render_config().read_text()
     assert "controller.quorum.voters=1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093" in text
-    assert "advertised.listeners=PLAINTEXT://kafka-2:9092" in text
+    # issue 33: between hosts only SASL_SSL (was PLAINTEXT://kafka-2:9092)
+    assert "advertised.listeners=SASL_SSL://kafka-2:9092" in text
     assert "CONTROLLER://0.0.0.0:9093" in text
+    assert "PLAINTEXT://" not in text
+
+
+KAFKA_CLIENTS = ("bridge", "commands", "api", "analytics")
+
+
+def test_kafka_is_reached_between_hosts_only_over_sasl_ssl_with_file_secrets() -> None:
+    """Issue 33 item 2: every container is its own host; Kafka listens SASL_SSL only, each
+    service logs in as its own SCRAM principal with its secret read from the secrets volume
+    (no secret in the environment, the command or the image), TLS checked by the CA volume."""
+    from stack.kafka_security import SERVICES as PRINCIPALS
+
+    kafka = SERVICES["kafka"]
+    assert _env(kafka)["IOT_KAFKA_SECURITY"] == "sasl_ssl"
+    assert _mounts(kafka)["/secrets"] == "secrets"
+    assert _mounts(kafka)["/ca"] == "ca"
+    assert _env(kafka)["IOT_STACK_SECRETS_DIR"] == "/secrets"
+    assert _env(kafka)["IOT_REGISTRY_CA_DIR"] == "/ca"
+    # the CA exists before the node asks it for a certificate
+    assert kafka["depends_on"]["mosquitto"] == {"condition": "service_healthy"}
+    for name in ("topic-init", "auth-init"):  # `iot-stack topics` / `provision` as kafka-admin
+        env = _env(SERVICES[name])
+        assert env["IOT_KAFKA_SECURITY"] == "sasl_ssl", name
+        assert (env["IOT_STACK_SECRETS_DIR"], env["IOT_REGISTRY_CA_DIR"]) == ("/secrets", "/ca")
+        assert _mounts(SERVICES[name])["/ca"] == "ca:ro", name
+    users = []
+    for name in KAFKA_CLIENTS:
+        service = SERVICES[name]
+        env = _env(service)
+        user = env["IOT_KAFKA_SASL_USERNAME"]
+        users.append(user)
+        assert user in PRINCIPALS, name
+        assert env["IOT_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name
+        assert env["IOT_KAFKA_SASL_PASSWORD_FILE"] == f"/secrets/kafka/{user}.secret", name
+        assert env["IOT_KAFKA_SSL_CA_FILE"] == "/ca/ca.crt", name
+        assert _mounts(service)["/secrets"] == "secrets:ro", name
+        assert _mounts(service)["/ca"] == "ca:ro", name
+        text = json.dumps(service)
+        assert "sasl.password" not in text, name
+        assert 'IOT_KAFKA_SASL_PASSWORD"' not in text, name
+        assert "IOT_KAFKA_EXTRA" not in env, name
+    assert len(set(users)) == len(users), "one principal per service"
+    # the image carries no secret: the build context leaves out the data dir, nothing copies
+    # a secrets or CA directory
+    assert "var" in (ROOT / ".dockerignore").read_text().split()
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copies = [line for line in dockerfile.splitlines() if line.startswith(("COPY", "ADD"))]
+    assert not [c for c in copies if "secret" in c or "/ca" in c or ".key" in c], copies
+
+
+def test_the_cluster_nodes_speak_sasl_ssl_with_shared_secrets() -> None:
+    for name in ("kafka", "kafka-2", "kafka-3"):
+        node = CLUSTER[name]
+        assert _env(node)["IOT_KAFKA_SECURITY"] == "sasl_ssl", name
+        assert _mounts(node)["/secrets"] == "secrets", name
+        assert _mounts(node)["/ca"] == "ca", name
+        assert node["depends_on"]["mosquitto"] == {"condition": "service_healthy"}, name
+    for name in KAFKA_CLIENTS:
+        assert _env(CLUSTER[name])["IOT_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name

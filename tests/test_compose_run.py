@@ -218,9 +218,13 @@ def test_every_service_comes_up_healthy(compose_stack: Compose) -> None:
         status, _, _ = _http(compose_stack.url(service, port, "/readyz"))
         assert status == 200, service
     if compose_stack.variant == "kafka3":  # three brokers, the telemetry topic on all three
-        probe = (
-            "from confluent_kafka.admin import AdminClient; "
-            "md = AdminClient({'bootstrap.servers': 'kafka:9092'}).list_topics(timeout=30); "
+        probe = (  # as iot-api's own principal: Kafka answers SASL_SSL only (issue 33)
+            "import os; from confluent_kafka.admin import AdminClient; "
+            "from appconfig.kafka_security import client_security; e = os.environ; "
+            "sec = client_security(e['IOT_KAFKA_SECURITY_PROTOCOL'], 'SCRAM-SHA-512', "
+            "e['IOT_KAFKA_SASL_USERNAME'], e['IOT_KAFKA_SASL_PASSWORD_FILE'], "
+            "e['IOT_KAFKA_SSL_CA_FILE']); "
+            "md = AdminClient({'bootstrap.servers': 'kafka:9092', **sec}).list_topics(timeout=30); "
             "print(sorted(md.brokers), "
             "sorted(len(p.isrs) for p in md.topics['iot.telemetry'].partitions.values())[0])"
         )

@@ -213,6 +213,15 @@ _CLUSTER = (
 NOT_RUN = {
     **dict.fromkeys(
         (
+            "iot-stack up --kafka-security sasl_ssl",
+            "iot-stack kafka-tenant acme --kafka-security sasl_ssl",
+        ),
+        "a secured stack on the default ports; tests/stack/test_kafka_security_integration.py "
+        "starts the same through the launcher on free ports and adds tenant consumers as "
+        "`kafka-tenant` does (kafka_auth.add_tenant_consumer)",
+    ),
+    **dict.fromkeys(
+        (
             "curl -s -i -u 'acme/pump-1:<secret>' -H 'hono-ttd: 30' "
             "-H 'Content-Type: application/json' "
             '-d \'{"ts": 1700000000000, "seq": 2, "metrics": {"t": 21.6}}\' '

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, wait_all
+from appconfig.kafka_security import client_base
 
 
 class KafkaDownError(Exception):
@@ -78,7 +79,7 @@ class KafkaView:
         # every read of offsets goes through it (no long-lived consumer that nothing renews)
         self.admin: Renewing[AdminClient] = Renewing(
             "console-admin",
-            lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-console"}),
+            lambda: AdminClient({**client_base(bootstrap), "client.id": "iot-console"}),
             failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
         )
         self._producer: Producer | None = None
@@ -86,7 +87,7 @@ class KafkaView:
     def start(self) -> None:
         self.admin.start()
         self._producer = Producer(
-            {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+            {**client_base(self.bootstrap), "acks": "all", "enable.idempotence": True,
              "message.timeout.ms": 10000, "partitioner": "murmur2_random"}
         )  # fmt: skip
 
@@ -94,7 +95,7 @@ class KafkaView:
         """A consumer of its own for one read (browse, scan back, read one): a group nobody
         shares, nothing committed, end of partition reported."""
         return Consumer(
-            {"bootstrap.servers": self.bootstrap,
+            {**client_base(self.bootstrap),
              "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
              "enable.auto.commit": False, "enable.partition.eof": True}
         )  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from api.console.roles import may_log_in
+from appconfig.kafka_security import client_defaults
 from registry.dynsec import admin_client, parse_ports
 from registry.kafka_store import KafkaStore
 from registry.model import Role
@@ -52,7 +53,7 @@ class Operators:
         self._write_lock = threading.Lock()
 
     def start(self) -> None:
-        self._store = KafkaStore(self.bootstrap, self.topic)
+        self._store = KafkaStore(self.bootstrap, self.topic, security=client_defaults())
         self.registry = Registry.open(self._store, Actor("svc/iot-console", (Role.VIEWER,)))
         self.registry.follow()
 
@@ -107,7 +108,7 @@ class Operators:
     def write(self, actor: Actor, change: Callable[[Registry], T]) -> T:
         """Run a change as ``actor`` through a writer opened for it alone."""
         with self._write_lock:
-            store = KafkaStore(self.bootstrap, self.topic)
+            store = KafkaStore(self.bootstrap, self.topic, security=client_defaults())
             mosquitto = None
             try:
                 if self.password_file is not None:

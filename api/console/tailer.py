@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
 from api.plumbing.kafka_batch import take
+from appconfig.kafka_security import client_base
 from bridge.topics import tenant_kafka_topic
 from registry import ids
 
@@ -115,7 +116,7 @@ class Tailer:
     def _run(self) -> None:
         while not self._stop.is_set():
             consumer = Consumer(
-                {"bootstrap.servers": self.bootstrap,
+                {**client_base(self.bootstrap),
                  "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
                  "enable.auto.commit": False, "fetch.wait.max.ms": 100}
             )  # fmt: skip

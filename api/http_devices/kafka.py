@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from api.plumbing.kafka_producer import PolledProducer
+from appconfig.kafka_security import client_base
 from bridge.mapping import KafkaRecord
 
 
@@ -19,7 +20,7 @@ class DeviceRecordError(Exception):
 class DeviceProducer(PolledProducer):
     def __init__(self, bootstrap: str, *, linger_ms: int, timeout_ms: int) -> None:
         settings = {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "acks": "all",
             "enable.idempotence": True,  # per device, records stay in the order produced
             "linger.ms": linger_ms,

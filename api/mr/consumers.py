@@ -31,6 +31,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 
 from api.plumbing.kafka_batch import take
 from api.plumbing.params import kafka_group_id
+from appconfig.kafka_security import client_base
 
 log = logging.getLogger(__name__)
 _COORDINATOR_MOVING = frozenset(
@@ -196,7 +197,7 @@ class GroupConsumer(BufferedMember[Fetched]):
         self.group = group
         self.consumer_id = consumer_id
         self._settings = {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "group.id": kafka_group_id(group, topic),
             "client.id": consumer_id,
             "enable.auto.commit": False,

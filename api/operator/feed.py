@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from api.console.fleet import FleetState
 from api.operator.model import status_tenant
 from api.plumbing.kafka_batch import take
+from appconfig.kafka_security import client_base
 from registry.ids import DEFAULT_TENANT
 from registry.topics import device_username
 
@@ -95,7 +96,7 @@ class FleetFeed:
         first = True
         while not self._stop.is_set():
             consumer = Consumer(
-                {"bootstrap.servers": self.bootstrap,
+                {**client_base(self.bootstrap),
                  "group.id": f"iot-api-fleet-{uuid.uuid4().hex}",  # never joined: assign only
                  "enable.auto.commit": False, "fetch.wait.max.ms": 100}
             )  # fmt: skip

@@ -18,6 +18,7 @@ from api.console.fleet import FleetState
 from api.operator.model import SendRequest, status_tenant
 from api.plumbing.kafka_admin import KafkaUnavailableError
 from api.plumbing.kafka_batch import take
+from appconfig.kafka_security import client_base
 from commands.client import CommandClient, command_record, new_command_id
 from commands.status import status_fields
 from registry.ids import DEFAULT_TENANT
@@ -32,7 +33,7 @@ class CommandPath:
         self.status_topic = status
         self.commands_topic = commands
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            {**client_base(bootstrap), "acks": "all", "enable.idempotence": True,
              "partitioner": "murmur2_random", "linger.ms": 0,
              "message.timeout.ms": int(_SEND_S * 1000)}
         )  # fmt: skip
@@ -94,7 +95,7 @@ class CommandPath:
         status topic is compacted: a command's older states may be gone); at most
         ``max_records`` records read, the newest of each partition."""
         consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap,
+            {**client_base(self.bootstrap),
              "group.id": f"iot-api-history-{uuid.uuid4().hex}", "enable.auto.commit": False}
         )  # fmt: skip
         state = FleetState()

@@ -35,6 +35,7 @@ from api.errors import SERVER_UNAV, SERVER_UNAVAILABLE, ApiError
 from api.plumbing import cambria
 from api.plumbing.access import Principal
 from api.plumbing.outage_log import OutageLog
+from appconfig.kafka_security import client_defaults
 from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import ApiKey, Role, TopicAcl
@@ -85,7 +86,9 @@ class RegistryAuthenticator:
     ) -> None:
         self._bootstrap = bootstrap
         self._topics = (topic, audit_topic, transactional_id)
-        self._store = KafkaStore(bootstrap, topic, audit_topic, transactional_id)
+        self._store = KafkaStore(
+            bootstrap, topic, audit_topic, transactional_id, security=client_defaults()
+        )
         self._registry: Registry | None = None
         self._remembered: dict[bytes, tuple[float, Principal]] = {}
         self._barrier = ReadBarrier(self._catch_up)
@@ -201,7 +204,7 @@ class RegistryAuthenticator:
         """Run ``change`` on a writer registry acting as ``who``; the reader sees it at once."""
 
         def run() -> T:
-            store = KafkaStore(self._bootstrap, *self._topics)
+            store = KafkaStore(self._bootstrap, *self._topics, security=client_defaults())
             try:
                 name = f"apikey/{who.name}" if who.kind == "apikey" else who.name
                 writer = Registry.open(store, Actor(name, who.roles, who.tenant), write=True)

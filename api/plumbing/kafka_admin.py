@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from api.plumbing.kafka_renew import Renewing
+from appconfig.kafka_security import client_base
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class TopicAdmin:
         self._timeout_s = timeout_s
         self.renewing: Renewing[AdminClient] = Renewing(
             "api-admin",
-            lambda: AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-api"}),
+            lambda: AdminClient({**client_base(bootstrap), "client.id": "iot-api"}),
         )  # replaced when its calls keep timing out (issue 32)
         self._known: set[str] = set()
         self._known_at = 0.0

@@ -11,6 +11,8 @@ import logging
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from appconfig.kafka_security import client_base
+
 log = logging.getLogger(__name__)
 
 
@@ -20,7 +22,7 @@ class KafkaHealth:
     ) -> None:
         self._client: AdminClient | None = AdminClient(
             {
-                "bootstrap.servers": bootstrap,
+                **client_base(bootstrap),
                 "client.id": "iot-api-probe",
                 "log.connection.close": False,
             }

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from api.plumbing.framing import Record
+from appconfig.kafka_security import client_base
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class PolledProducer:
 class KafkaPublisher(PolledProducer):
     def __init__(self, bootstrap: str, *, linger_ms: int, timeout_ms: int, max_bytes: int) -> None:
         settings = {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": linger_ms,

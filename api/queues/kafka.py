@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from api.mr.consumers import BufferedMember
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
+from appconfig.kafka_security import client_base
 
 log = logging.getLogger(__name__)
 _SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}  # a dead instance's
@@ -47,7 +48,7 @@ def ensure_markers_topic(
 ) -> None:
     """The markers topic: plain retention (the owner re-reads from its oldest start), records
     large enough for a start carrying a whole message."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-api-queues"})
+    admin = AdminClient({**client_base(bootstrap), "client.id": "iot-api-queues"})
     brokers = len(admin.list_topics(timeout=timeout_s).brokers) or 1
     new = NewTopic(
         topic,
@@ -78,7 +79,7 @@ class QueueConsumer(BufferedMember[Received]):
         super().__init__(buffer_max, draining)
         self.queue = queue
         settings = {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "group.id": f"iot-api.queue--{queue}",
             "client.id": "iot-api-queue",
             "enable.auto.commit": False,
@@ -131,7 +132,7 @@ class MarkerTracker:
         self._owned: dict[int, _Owned] = {}
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **client_base(bootstrap),
                 "group.id": f"iot-api.queue-tracker--{markers}",
                 "client.id": "iot-api-tracker",
                 "enable.auto.commit": False,
@@ -143,7 +144,7 @@ class MarkerTracker:
         )
         self._producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **client_base(bootstrap),
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 2,

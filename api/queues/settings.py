@@ -15,12 +15,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
+from appconfig.kafka_security import client_base
 
 log = logging.getLogger(__name__)
 
 
 def ensure_settings_topic(bootstrap: str, topic: str, timeout_s: float = 3.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "iot-api-queues"})
+    admin = AdminClient({**client_base(bootstrap), "client.id": "iot-api-queues"})
     brokers = len(admin.list_topics(timeout=timeout_s).brokers) or 1
     new = NewTopic(
         topic, num_partitions=1, replication_factor=min(3, brokers),
@@ -71,7 +72,7 @@ class QueueSettingsStore:
                 return
             consumer = Consumer(
                 {
-                    "bootstrap.servers": self._bootstrap,
+                    **client_base(self._bootstrap),
                     "group.id": f"iot-api-settings-{uuid.uuid4().hex}",  # never commits
                     "enable.auto.commit": False,
                     "client.id": "iot-api-queue-settings",

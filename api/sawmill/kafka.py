@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from api.plumbing.kafka_admin import KafkaUnavailableError, NoSuchTopicError
 from api.plumbing.kafka_batch import take
 from api.sawmill.model import Message, Start
+from appconfig.kafka_security import client_base
 
 _NO_LEADER_YET = frozenset(
     {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT}
@@ -26,7 +27,7 @@ _READ_S = 15.0  # a range read gives up after this long (a partition that cannot
 def _consumer(bootstrap: str) -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_base(bootstrap),
             "group.id": f"iot-api-reader-{uuid.uuid4().hex[:8]}",  # never joined: assign only
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",

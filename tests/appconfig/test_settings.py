@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,22 @@ def test_redacted_hides_only_secrets_that_are_set() -> None:
         "port": 80, "ratio": 0.5, "name": "x", "on": False, "token": "***",
     }  # fmt: skip
     assert s.redacted(Example())["token"] == ""
+
+
+def test_kafka_client_security_reads_the_password_file(tmp_path: Path) -> None:
+    from appconfig.kafka_security import check, client_security
+
+    secret = tmp_path / "bridge.secret"
+    secret.write_text("s3cret\n")
+    conf = client_security("sasl_ssl", "scram-sha-512", "bridge", str(secret), "/ca.crt")
+    assert conf == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "bridge",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": "/ca.crt",
+    }
+    assert client_security("", "SCRAM-SHA-512", "", "", "") == {}
+    assert check("SASL_SSL", "SCRAM-SHA-512", "bridge", "") is not None
+    assert check("TLS", "", "", "") is not None
+    assert check("SASL_SSL", "SCRAM-SHA-512", "bridge", str(secret)) is None

@@ -35,7 +35,10 @@ def test_topics_runs_through_main(monkeypatch: pytest.MonkeyPatch) -> None:
     """What compose's topic-init runs: `iot-stack topics` with the environment's settings."""
     calls: list[tuple[str, int]] = []
 
-    def fake_ensure(bootstrap: str, topics: object, partitions: int) -> list[str]:
+    def fake_ensure(
+        bootstrap: str, topics: object, partitions: int, *, security: dict[str, str]
+    ) -> list[str]:
+        assert security == {}  # plaintext unless IOT_KAFKA_SECURITY=sasl_ssl
         calls.append((bootstrap, partitions))
         return []
 

@@ -1,0 +1,189 @@
+"""Kafka between hosts: SASL_SSL with SCRAM-SHA-512, principals and ACLs (pure; issue 33).
+
+``kafka_security = "plaintext"`` (the default) keeps one machine's loopback PLAINTEXT listener.
+``"sasl_ssl"`` renders every listener of every node as SASL_SSL with a certificate from the
+appliance CA:
+
+- clients and brokers (inter-broker): SCRAM-SHA-512, one principal per service (``bridge``,
+  ``commands``, ``api``, ``analytics``, ``registry``, ``amqp``), the launcher's ``kafka-admin``
+  and the brokers' ``kafka-broker``; their credentials are written into the storage at format
+  time (``kafka-storage format --add-scram``, KIP-900) so the first start needs no plaintext
+  door; tenant consumers are added later through the admin API (``iot-stack kafka-tenant``);
+- controllers: PLAIN over TLS as ``kafka-broker`` (SCRAM credentials live in the metadata the
+  controllers serve, so the quorum cannot depend on them; KAFKA-15513);
+- ``StandardAuthorizer``, nothing allowed without an ACL: ``kafka-broker`` and ``kafka-admin``
+  are super users, the services get what they use, a tenant consumer reads only the topics of
+  its tenant (``iot.<tenant>.*``, bridge.topics.tenant_kafka_topic) with groups of the same
+  prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from stack.errors import StackError
+
+MODES = ("plaintext", "sasl_ssl")
+MECHANISM = "SCRAM-SHA-512"
+BROKER = "kafka-broker"
+ADMIN = "kafka-admin"
+SERVICES = ("bridge", "commands", "api", "analytics", "registry", "amqp")
+# principals whose SCRAM credentials the storage is formatted with
+FORMAT_PRINCIPALS = (BROKER, ADMIN, *SERVICES)
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise StackError(f"kafka_security must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def tenant_principal(tenant: str) -> str:
+    """The SCRAM user name of tenant ``tenant``'s consumer."""
+    return f"tenant-{tenant}"
+
+
+def tenant_prefix(tenant: str) -> str:
+    """What every Kafka topic of ``tenant`` starts with (``iot.telemetry`` -> ``iot.t.telemetry``;
+    bridge.topics.tenant_kafka_topic) and its consumer groups too."""
+    return f"iot.{tenant}."
+
+
+def _quote(text: str) -> str:
+    if '"' in text or "\\" in text or "\n" in text:
+        raise StackError("a Kafka secret may not hold quotes, backslashes or new lines")
+    return f'"{text}"'
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The node's PEM key store (PKCS#8 key + certificate chain) and the CA it trusts."""
+
+    keystore: str
+    truststore: str
+
+
+def listener_lines(
+    mode: str,
+    *,
+    client: str,
+    controller: str,
+    advertised: str,
+    tls: TlsFiles | None = None,
+    broker_secret: str = "",
+) -> str:
+    """server.properties' listener block: ``client``/``controller``/``advertised`` as
+    ``host:port``; with ``sasl_ssl`` also TLS, SASL, JAAS and the authorizer."""
+    if check_mode(mode) == "plaintext":
+        return "\n".join(
+            [
+                f"listeners=PLAINTEXT://{client},CONTROLLER://{controller}",
+                f"advertised.listeners=PLAINTEXT://{advertised}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+            ]
+        )
+    if tls is None or not broker_secret:
+        raise StackError("sasl_ssl needs the node's TLS files and the broker's secret")
+    secret = _quote(broker_secret)
+    return "\n".join(
+        [
+            f"listeners=SASL_SSL://{client},CONTROLLER://{controller}",
+            f"advertised.listeners=SASL_SSL://{advertised}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL",
+            "inter.broker.listener.name=SASL_SSL",
+            f"sasl.enabled.mechanisms={MECHANISM}",
+            f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.controller.plain.sasl.jaas.config={_PLAIN_LOGIN} required "
+            f"username={_quote(BROKER)} password={secret} user_{BROKER}={secret};",
+            f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config={_SCRAM_LOGIN} "
+            f"required username={_quote(BROKER)} password={secret};",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={tls.keystore}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={tls.truststore}",
+            "ssl.client.auth=none",
+            "ssl.endpoint.identification.algorithm=https",
+            f"authorizer.class.name={AUTHORIZER}",
+            f"super.users=User:{BROKER};User:{ADMIN}",
+            "allow.everyone.if.no.acl.found=false",
+        ]
+    )
+
+
+def scram_format_args(secrets: Mapping[str, str]) -> list[str]:
+    """``kafka-storage format`` arguments adding each principal's SCRAM-SHA-512 credential.
+    They hold the secrets: pass them in a 0600 argument file, never on the command line."""
+    args: list[str] = []
+    for name, secret in sorted(secrets.items()):
+        if not secret.replace("-", "").replace("_", "").isalnum():
+            raise StackError(f"the Kafka secret of {name} is not URL-safe base64")
+        args += ["--add-scram", f"{MECHANISM}=[name={name},password={secret}]"]
+    return args
+
+
+def client_settings(username: str, password: str, ca_file: str) -> dict[str, str]:
+    """librdkafka settings of a client of a ``sasl_ssl`` cluster."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": username,
+        "sasl.password": password,
+        "ssl.ca.location": ca_file,
+    }
+
+
+def client_env(username: str, password_file: str, ca_file: str) -> dict[str, str]:
+    """The ``IOT_KAFKA_*`` settings a service reads them from (appconfig.kafka_security)."""
+    return {
+        "IOT_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "IOT_KAFKA_SASL_MECHANISM": MECHANISM,
+        "IOT_KAFKA_SASL_USERNAME": username,
+        "IOT_KAFKA_SASL_PASSWORD_FILE": password_file,
+        "IOT_KAFKA_SSL_CA_FILE": ca_file,
+    }
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ALLOW ACL: principal, resource type (topic, group, cluster, transactional_id),
+    name, pattern (literal or prefixed) and operation."""
+
+    principal: str
+    resource: str
+    name: str
+    pattern: str
+    operation: str
+
+
+def service_grants(service: str) -> list[Grant]:
+    """What a service principal may do: its topics and groups (every ``iot.*`` topic: the
+    services route every tenant's records), topic creation and idempotent writes."""
+    user = f"User:{service}"
+    return [
+        Grant(user, "topic", "*", "literal", "all"),
+        Grant(user, "group", "*", "literal", "all"),
+        Grant(user, "transactional_id", "*", "literal", "all"),
+        Grant(user, "cluster", "kafka-cluster", "literal", "create"),
+        Grant(user, "cluster", "kafka-cluster", "literal", "describe"),
+        Grant(user, "cluster", "kafka-cluster", "literal", "idempotent_write"),
+    ]
+
+
+def tenant_grants(tenant: str) -> list[Grant]:
+    """A tenant consumer: read and describe its tenant's topics, its own groups; nothing else."""
+    user, prefix = f"User:{tenant_principal(tenant)}", tenant_prefix(tenant)
+    return [
+        Grant(user, "topic", prefix, "prefixed", "read"),
+        Grant(user, "topic", prefix, "prefixed", "describe"),
+        Grant(user, "group", prefix, "prefixed", "read"),
+        Grant(user, "group", prefix, "prefixed", "describe"),
+    ]
