@@ -11,10 +11,11 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Endpoint, Link, Message
 
+from amqp.command_model import is_reply_address, parse_reply
 from amqp.engine import condition_of
 from amqp.model import (
     Cond,
@@ -141,7 +142,20 @@ class Uploads:
                 {"code": "bad_message"},
             ))  # fmt: skip
             return
-        found = parse_upload_address(link.target.address or msg.address)
+        address = link.target.address or msg.address
+        if address and is_reply_address(address):  # a device's reply (amqp.commands)
+            body = payload_of(msg.body)
+            props: dict[Any, Any] = dict(msg.properties or {})
+            reply = body if isinstance(body, Refusal) else parse_reply(
+                conn.login.principal, address, body, props.get("status"),
+                self.door.cfg.max_payload_bytes,
+            )  # fmt: skip
+            if isinstance(reply, Refusal):
+                self._refuse(conn, link, dlv, reply)
+            else:
+                self.door.commands.reply(conn, link, dlv, reply)
+            return
+        found = parse_upload_address(address)
         device = upload_device(conn.login.principal, found) if isinstance(found, UploadAddress) \
             else found  # fmt: skip
         payload = payload_of(msg.body)

@@ -280,8 +280,8 @@ def test_wrong_settle_mode_and_receiving_are_refused_at_attach(door: Door) -> No
         with pytest.raises(LinkDetached) as second:
             conn.create_sender(None, options=_RcvSecond())
         assert second.value.condition == "amqp:not-implemented"
-        with pytest.raises(LinkDetached) as receiver:
-            conn.create_receiver("command")
+        with pytest.raises(LinkDetached) as receiver:  # `command` is a device's: test_commands
+            conn.create_receiver("telemetry/default")
         assert receiver.value.condition == "amqp:not-found"
         with pytest.raises(LinkDetached) as unknown:
             conn.create_sender("queue/jobs")
