@@ -76,6 +76,25 @@ class AmqpConfig:
     tenant_quotas: str = _setting(
         "", "Static msgs/s quotas `tenant=rate,...` (the registry's win), as the bridge's."
     )
+    mqtt_host: str = _setting("localhost", "Devices' commands: Mosquitto host.")
+    mqtt_port: int = _setting(1883, "Devices' commands: Mosquitto port.")
+    mqtt_username: str = _setting(
+        "",
+        "Devices' commands: MQTT user of the per-device sessions (a registry account with role "
+        "`api`, `svc/<name>`).",
+    )
+    mqtt_password: str = _setting("", "MQTT password.", secret=True)
+    mqtt_password_file: str = _setting(
+        "", "File holding the MQTT password (first line; wins over mqtt_password)."
+    )
+    device_session_expiry_s: int = _setting(
+        86400, "A device's MQTT session expiry (commands wait this long for the device)."
+    )
+    device_session_idle_s: float = _setting(
+        120.0,
+        "Close a device's MQTT connection this long after its command link and last reply "
+        "(the session stays in Mosquitto).",
+    )
     shutdown_timeout_s: float = _setting(5.0, "On SIGTERM: how long Kafka may take to flush.")
     log_level: str = _setting("INFO", "Logging level.")
 
@@ -101,6 +120,9 @@ class AmqpConfig:
             (self.max_frame_bytes >= 512, "max_frame_bytes must be >= 512 (AMQP's minimum)"),
             (self.idle_timeout_s >= 0, "idle_timeout_s must be >= 0"),
             (self.login_check_s > 0, "login_check_s must be > 0"),
+            (0 < self.mqtt_port <= 65535, "mqtt_port must be 1-65535"),
+            (0 <= self.device_session_expiry_s <= 0xFFFFFFFF, "device_session_expiry_s range"),
+            (self.device_session_idle_s > 0, "device_session_idle_s must be > 0"),
             (self.shutdown_timeout_s >= 0, "shutdown_timeout_s must be >= 0"),
             (self.log_level in appsettings.LOG_LEVELS, "log_level is not a level"),
         ]
@@ -113,6 +135,13 @@ class AmqpConfig:
                 "give exactly one of --registry-auth (SASL PLAIN against the registry) and, "
                 "for development only, --insecure-anonymous"
             )
+
+    def mqtt_secret(self) -> str:
+        """The MQTT password: the file's first line, else ``mqtt_password``."""
+        if self.mqtt_password_file:
+            with open(self.mqtt_password_file, encoding="utf-8") as file:
+                return file.readline().strip()
+        return self.mqtt_password
 
     @classmethod
     def load(

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 from proton import Condition, Connection, Endpoint, Event, Link, Session, SymbolList, symbol
 
 from amqp import sasl
+from amqp.command_model import check_command_settle_modes, command_device
 from amqp.engine import Engine, condition_of
 from amqp.errors import SaslError
 from amqp.login import Login, Verdict
 from amqp.model import Cond, Refusal, check_receiver_attach, check_upload_attach
+from api.http_devices.model import DeviceRef
 
 if TYPE_CHECKING:
     from amqp.service import Door
@@ -94,6 +96,7 @@ class ClientConnection:
         finally:
             self.closed = True
             self.door.uploads.forget(self)
+            self.door.commands.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -160,10 +163,16 @@ class ClientConnection:
             elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
                 self._attach(event.link)
             elif kind == Event.DELIVERY and event.delivery is not None:
-                await self.door.uploads.on_delivery(self, event.delivery)
+                if event.delivery.link.is_sender:  # a device settled a command
+                    self.door.commands.on_disposition(self, event.delivery)
+                else:
+                    await self.door.uploads.on_delivery(self, event.delivery)
+            elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
+                self.door.commands.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
+                self.door.commands.detached(self, event.link)
             elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
                 _close(event.session)
             elif kind == Event.CONNECTION_REMOTE_CLOSE:
@@ -188,7 +197,23 @@ class ClientConnection:
                 link.flow(self.door.cfg.link_credit)
                 return
         else:
-            refusal = check_receiver_attach(link.remote_source.address)
+            source = link.remote_source.address
+            device = command_device(self.login.principal, source)
+            refusal = device if isinstance(device, Refusal) else None
+            if isinstance(device, DeviceRef):
+                refusal = check_command_settle_modes(
+                    int(link.remote_snd_settle_mode), int(link.remote_rcv_settle_mode)
+                )
+                if refusal is None:
+                    link.source.copy(link.remote_source)
+                    link.target.copy(link.remote_target)
+                    link.snd_settle_mode = Link.SND_UNSETTLED
+                    link.rcv_settle_mode = Link.RCV_FIRST
+                    link.open()
+                    self.door.commands.attach(self, link, device)
+                    return
+            if refusal is None:
+                refusal = check_receiver_attach(source)
         # refused: attach with a null terminus, then detach with the condition (the contract)
         self.door.stats.refused_links.labels(str(refusal.condition)).inc()
         if link.is_receiver:

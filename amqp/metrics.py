@@ -30,3 +30,18 @@ class AmqpMetrics:
             "Events sent pre-settled (at most once; Hono refuses them, iot-amqp counts them)",
             registry=registry,
         )
+        self.command_links = Gauge(
+            "iot_amqp_command_links", "Devices' command links attached now", registry=registry
+        )
+        self.commands = Counter(
+            "iot_amqp_commands",
+            "Commands to devices by outcome (sent, accepted, rejected, released)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.replies = Counter(
+            "iot_amqp_replies",
+            "Devices' command replies by outcome (accepted: Mosquitto took it; released)",
+            ["outcome"],
+            registry=registry,
+        )

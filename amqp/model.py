@@ -45,6 +45,7 @@ class Cond(StrEnum):
     RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
     PRECONDITION = "amqp:precondition-failed"
     MESSAGE_SIZE = "amqp:link:message-size-exceeded"
+    LINK_STOLEN = "amqp:link:stolen"
     NOT_IMPLEMENTED = "amqp:not-implemented"
     FORCED = "amqp:connection:forced"
     FRAMING = "amqp:connection:framing-error"
@@ -165,8 +166,8 @@ def check_upload_attach(target: str | None, rcv_settle_mode: int) -> Refusal | N
 
 
 def check_receiver_attach(source: str | None) -> Refusal:
-    """A link on which the client would receive: nothing is offered yet (commands, northbound
-    and queues come later)."""
+    """A link on which the client would receive, other than a device's ``command`` link
+    (amqp.command_model): nothing else is offered yet (northbound and queues come later)."""
     return Refusal(Cond.NOT_FOUND, f"no source {str(source)[:100]!r} to receive from here")
 
 

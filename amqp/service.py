@@ -13,6 +13,7 @@ import logging
 
 from prometheus_client import CollectorRegistry
 
+from amqp.commands import Commands
 from amqp.config import AmqpConfig
 from amqp.connection import ClientConnection
 from amqp.kafka import UploadProducer
@@ -47,6 +48,7 @@ class Door:
         )
         self.admin = TopicAdmin(cfg.kafka_bootstrap)
         self.uploads = Uploads(self)
+        self.commands = Commands(self)
 
 
 class AmqpService:
@@ -67,6 +69,7 @@ class AmqpService:
         door.producer.start()
         door.admin.start()
         door.uploads.start()
+        door.commands.start()
         if door.logins.auth is not None:
             await door.logins.auth.start()
         self._stopped = asyncio.Event()
@@ -143,6 +146,7 @@ class AmqpService:
             conn.close_with(Cond.FORCED, "iot-amqp is shutting down; resend what was not accepted")
         await asyncio.sleep(0)
         door = self.door
+        await door.commands.close()
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)
         door.admin.close()
         if door.logins.auth is not None:

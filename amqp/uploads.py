@@ -11,10 +11,11 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from proton import Delivery, Link, Message
+from proton import Delivery, Endpoint, Link, Message
 
+from amqp.command_model import is_reply_address, parse_reply
 from amqp.engine import condition_of
 from amqp.model import (
     Cond,
@@ -65,6 +66,8 @@ class Uploads:
         # (connection, link name) -> the bytes of the link's transfer under way (proton's
         # Python objects are wrappers made afresh: their id() is no key)
         self._partial: dict[tuple[int, str], bytearray] = {}
+        # links whose message under way is over max-message-size: the rest is read and dropped
+        self._oversized: set[tuple[int, str]] = set()
 
     def start(self) -> None:
         self.quotas.set_rates(dict(self._static_rates), time.monotonic())
@@ -77,32 +80,54 @@ class Uploads:
 
     async def on_delivery(self, conn: ClientConnection, dlv: Delivery) -> None:
         link = dlv.link
+        if not link.is_receiver or not dlv.readable:
+            return
+        if not link.state & Endpoint.LOCAL_ACTIVE:
+            # detached here (an oversized message): never touch its deliveries again. proton
+            # (transport.c, pni_process_tpwork_receiver) answers work on a delivery of a link
+            # whose handle it already unmapped with a flow frame naming that link, handle
+            # 4294967294 (-2), and the client closes the connection on an unknown handle
+            return
         key = (id(conn), link.name)
-        if not link.is_receiver or not dlv.readable or dlv.aborted:
-            if dlv.aborted:
-                self._partial.pop(key, None)
-                dlv.settle()
+        if dlv.aborted:
+            self._partial.pop(key, None)
+            dlv.settle()
+            if key in self._oversized:
+                self._detach_oversized(conn, link, key)
             return
         chunk = link.recv(dlv.pending) or b""
+        if key in self._oversized:  # the rest of a message over the limit: read and dropped
+            if not dlv.partial:
+                self._detach_oversized(conn, link, key)
+            return
         buffer = self._partial.setdefault(key, bytearray())
         buffer += chunk
         if len(buffer) > self.door.cfg.max_message_bytes:
-            # the spec's link error; the transfer dies with the link (never settled)
             self._partial.pop(key, None)
             self.door.stats.messages.labels("unknown", "oversized_link").inc()
-            conn.detach(
-                link,
-                Refusal(
-                    Cond.MESSAGE_SIZE,
-                    f"message over max-message-size {self.door.cfg.max_message_bytes} bytes",
-                ),
-            )
+            self._oversized.add(key)
+            if not dlv.partial:
+                self._detach_oversized(conn, link, key)
             return
         if dlv.partial:
             return
         data = bytes(self._partial.pop(key))
         link.advance()
         await self._message(conn, link, dlv, data)
+
+    def _detach_oversized(self, conn: ClientConnection, link: Link, key: tuple[int, str]) -> None:
+        """The spec's link error for a message over max-message-size, once its last frame is
+        read (its bytes were dropped as they came, never buffered): detached then, in the same
+        turn as the last read, no later frame of it can reach the detached link (see
+        :meth:`on_delivery`). The transfer dies with the link (never settled)."""
+        self._oversized.discard(key)
+        conn.detach(
+            link,
+            Refusal(
+                Cond.MESSAGE_SIZE,
+                f"message over max-message-size {self.door.cfg.max_message_bytes} bytes",
+            ),
+        )
 
     async def _message(
         self, conn: ClientConnection, link: Link, dlv: Delivery, data: bytes
@@ -117,7 +142,20 @@ class Uploads:
                 {"code": "bad_message"},
             ))  # fmt: skip
             return
-        found = parse_upload_address(link.target.address or msg.address)
+        address = link.target.address or msg.address
+        if address and is_reply_address(address):  # a device's reply (amqp.commands)
+            body = payload_of(msg.body)
+            props: dict[Any, Any] = dict(msg.properties or {})
+            reply = body if isinstance(body, Refusal) else parse_reply(
+                conn.login.principal, address, body, props.get("status"),
+                self.door.cfg.max_payload_bytes,
+            )  # fmt: skip
+            if isinstance(reply, Refusal):
+                self._refuse(conn, link, dlv, reply)
+            else:
+                self.door.commands.reply(conn, link, dlv, reply)
+            return
+        found = parse_upload_address(address)
         device = upload_device(conn.login.principal, found) if isinstance(found, UploadAddress) \
             else found  # fmt: skip
         payload = payload_of(msg.body)
@@ -201,9 +239,11 @@ class Uploads:
                 item.delivery = None
         for key in [k for k in self._partial if k[0] == id(conn)]:
             del self._partial[key]
+        self._oversized = {k for k in self._oversized if k[0] != id(conn)}
 
     def forget_link(self, conn: ClientConnection, link: Link) -> None:
         self._partial.pop((id(conn), link.name), None)
+        self._oversized.discard((id(conn), link.name))
 
     # --- tenants ----------------------------------------------------------------------------
 

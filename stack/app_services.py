@@ -261,7 +261,14 @@ class AppServices:
             "IOT_HTTP_HOST": cfg.connect_host,
             "IOT_HTTP_PORT": str(cfg.amqp_http_port),
             auth: "1",
+            # devices' commands: one MQTT session per device, as svc/api (iot-api's way)
+            "IOT_MQTT_HOST": cfg.connect_host,
+            "IOT_MQTT_PORT": str(cfg.mqtt_port),
         } | kafka_auth.service_env(cfg, "amqp")
+        if not cfg.insecure_anonymous:
+            api_login = account_login(cfg.secrets_dir, "api")
+            env["IOT_MQTT_USERNAME"] = api_login.username
+            env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
         return self._http_service(
             "amqp", [sys.executable, "-m", "amqp"], env, url,
             endpoint=f"amqp://{cfg.connect_host}:{cfg.amqp_port} (metrics {url}/metrics)",

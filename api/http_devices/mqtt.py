@@ -51,6 +51,7 @@ class MqttSettings:
     password: str
     session_expiry_s: int
     keepalive_s: int = 30
+    client_prefix: str = "iot-api"  # client id = prefix/user name (iot-amqp: "iot-amqp")
 
 
 class DeviceLink:
@@ -60,7 +61,7 @@ class DeviceLink:
         self.settings = settings
         self.ref = ref
         self.groups = groups
-        self.client_id = f"iot-api/{ref.username}"
+        self.client_id = f"{settings.client_prefix}/{ref.username}"
         self.generation = 0
         self.held: deque[Held] = deque()
         self.waiters = 0

@@ -290,6 +290,11 @@ def test_iot_amqp_is_started_with_amqp_and_logs_devices_in_against_the_registry(
         "IOT_HTTP_HOST": "127.0.0.1",
         "IOT_HTTP_PORT": "9106",
         "IOT_REGISTRY_AUTH": "1",
+        # devices' commands: a persistent MQTT session per device, as svc/api (as iot-api)
+        "IOT_MQTT_HOST": "127.0.0.1",
+        "IOT_MQTT_PORT": "1883",
+        "IOT_MQTT_USERNAME": "svc/api",
+        "IOT_MQTT_PASSWORD_FILE": str(tmp_path / "secrets" / "api.secret"),
     }
     assert (
         stack.endpoints()["amqp"]
