@@ -138,6 +138,16 @@ class AnalyticsConfig:
         ("temperature", "humidity", "battery", "vibration"),
         "Metric names with their own columns in the tables (comma-separated in the env).",
     )
+    delta_upkeep_interval_s: float = _setting(
+        3600.0,
+        "Seconds between two compactions (OPTIMIZE) and VACUUMs of each table, run by the job "
+        "after one of the table's batches; 0: never.",
+    )
+    delta_retention_hours: int = _setting(
+        168,
+        "VACUUM deletes the files no table version younger than this many hours needs: the "
+        "reach of time travel, and of a reader still on an older version.",
+    )
     # --- anomalies --------------------------------------------------------------------------
     anomaly_history: int = _setting(
         60, "Readings per device and metric that form the device's recent baseline."
@@ -170,6 +180,8 @@ class AnalyticsConfig:
         for name in ("spark_driver_memory", "spark_executor_memory"):
             if not _JVM_SIZE_RE.match(getattr(self, name)):
                 raise ConfigError(f"{name} must be a JVM size like 512m or 2g")
+        if self.delta_upkeep_interval_s < 0 or self.delta_retention_hours < 0:
+            raise ConfigError("need delta_upkeep_interval_s >= 0 and delta_retention_hours >= 0")
         if self.spark_executor_cores < 1 or self.spark_cores_max < 0:
             raise ConfigError("need spark_executor_cores >= 1 and spark_cores_max >= 0")
         if not 0 <= self.spark_ui_port <= 65535:
@@ -314,6 +326,8 @@ def delta_conf(partitions: int) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.databricks.delta.snapshotPartitions": str(partitions),
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(4, 2 * partitions)),
+        # the retention is the job's own setting (delta_retention_hours), checked there
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     }
 
 

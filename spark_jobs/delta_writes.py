@@ -13,6 +13,10 @@ app id, so a batch replayed after a crash (kill -9 between the MERGE's commit an
 checkpoint's) changes nothing. A new checkpoint is a new query id and so a new app id, as
 Delta requires (an old app id would skip every batch id it has seen).
 
+Upkeep (:class:`Upkeep`): every ``interval_s`` a table is compacted (``OPTIMIZE``, Z-ordered by
+device where a device's rows are read together) and vacuumed (``VACUUM ... RETAIN n HOURS``)
+by the query that writes it, right after one of its batches: never beside its own writes.
+
 One writer: these run in the streaming job's driver only (docs/analytics.md).
 """
 
@@ -20,6 +24,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +35,7 @@ from spark_jobs import tenants
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +64,19 @@ def _quoted(path: Path) -> str:
     return "delta.`" + str(path.resolve()).replace("`", "``") + "`"
 
 
+def append_batch(batch: DataFrame, table: Path, app: str, batch_id: int) -> None:
+    """Append ``batch`` to the Delta table at ``table`` (partitioned by tenant), once per
+    (``app``, ``batch_id``)."""
+    (
+        batch.write.format("delta")
+        .mode("append")
+        .partitionBy(tenants.TENANT_COLUMN)
+        .option("txnAppId", app)
+        .option("txnVersion", str(batch_id))
+        .save(str(table.resolve()))
+    )
+
+
 def merge_batch(
     batch: DataFrame, table: Path, keys: Sequence[str], app: str, batch_id: int
 ) -> None:
@@ -64,14 +84,7 @@ def merge_batch(
     idempotently per (``app``, ``batch_id``); creates the table, partitioned by tenant, from
     the first batch."""
     if not is_delta(table):
-        (
-            batch.write.format("delta")
-            .mode("append")
-            .partitionBy(tenants.TENANT_COLUMN)
-            .option("txnAppId", app)
-            .option("txnVersion", str(batch_id))
-            .save(str(table.resolve()))
-        )
+        append_batch(batch, table, app, batch_id)
         return
     session = batch.sparkSession  # the query's own clone: its settings are not the others'
     view = f"_merge_{table.name}"
@@ -104,3 +117,37 @@ def overwrite_batch(batch: DataFrame, table: Path, app: str, batch_id: int) -> N
         writer = writer.partitionBy(tenants.TENANT_COLUMN)
     writer.save(str(table.resolve()))
     log.debug("overwrote %s with batch %d", table.name, batch_id)
+
+
+@dataclass
+class Upkeep:
+    """When each table is next compacted and vacuumed, and how (one per job)."""
+
+    interval_s: float  # 0: never
+    retention_hours: int
+    zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    _last: dict[str, float] = field(default_factory=dict)
+
+    def due(self, name: str) -> bool:
+        """True once ``interval_s`` has passed since the table's last upkeep (or since the
+        job started: a restart does not compact at once)."""
+        if self.interval_s <= 0:
+            return False
+        now = self.clock()
+        return now - self._last.setdefault(name, now) >= self.interval_s
+
+    def statements(self, table: Path) -> list[str]:
+        optimize = f"OPTIMIZE {_quoted(table)}"
+        if columns := self.zorder.get(table.name):
+            optimize += " ZORDER BY (" + ", ".join(f"`{c}`" for c in columns) + ")"
+        return [optimize, f"VACUUM {_quoted(table)} RETAIN {int(self.retention_hours)} HOURS"]
+
+    def run(self, session: SparkSession, table: Path) -> None:
+        """Compact, then vacuum, the table at ``table`` (from its writer's batch)."""
+        started = self.clock()
+        if is_delta(table):
+            for sql in self.statements(table):
+                session.sql(sql).collect()
+        self._last[table.name] = self.clock()
+        log.info("upkeep of %s: OPTIMIZE + VACUUM in %.1f s", table.name, self.clock() - started)

@@ -18,8 +18,11 @@ Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs a
 write commits to the table's Delta log with the query's id and the batch id as its
 transaction (``txnAppId``/``txnVersion``), so a batch replayed after a crash is skipped, never
 added twice. The windowed tables run in update mode: each batch MERGEs the windows it changed
-by key, so a late reading (inside the watermark) updates its minute's row in place (see
-:mod:`spark_jobs.delta_writes`). Every write to the warehouse happens in this job's driver.
+by key, so a late reading (inside the watermark) updates its minute's row in place; the
+append tables append each batch, device_status overwrites itself (see
+:mod:`spark_jobs.delta_writes`). Each query compacts and vacuums its own table every
+``delta_upkeep_interval_s``, after a batch. Every write to the warehouse happens in this job's
+driver.
 
 Recovery: run continuously, the job outlives its queries. A query that fails (Kafka away:
 ``STREAM_FAILED``) is started again from its checkpoint after a backoff (2, 4, 8 ... 60 s),
@@ -45,6 +48,7 @@ from spark_jobs import delta_writes, schemas, tenants, transforms
 from spark_jobs.anomaly import AnomalyRule, anomalies
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.health_http import HealthEndpoint
+from spark_jobs.migrate import migrate_warehouse
 from spark_jobs.query_health import HealthSettings
 from spark_jobs.query_supervisor import QuerySupervisor
 
@@ -93,22 +97,6 @@ def _trigger(writer: Any, cfg: AnalyticsConfig, available_now: bool) -> Any:
     return writer.trigger(processingTime=cfg.trigger_interval)
 
 
-def _append_query(
-    df: DataFrame, cfg: AnalyticsConfig, name: str, available_now: bool
-) -> StreamingQuery:
-    """Delta's streaming sink, append mode: each batch's rows committed once in the table's
-    log with the query's id and batch id (a replayed batch is skipped)."""
-    writer = (
-        df.writeStream.queryName(name)
-        .format("delta")
-        .outputMode("append")
-        .partitionBy(tenants.TENANT_COLUMN)  # one folder per tenant: tenant=<id>/
-        .option("path", str(cfg.table_path(name).resolve()))
-        .option("checkpointLocation", str(cfg.checkpoint_path(name).resolve()))
-    )
-    return _trigger(writer, cfg, available_now).start()
-
-
 def _batch_query(
     df: DataFrame,
     cfg: AnalyticsConfig,
@@ -116,14 +104,18 @@ def _batch_query(
     mode: str,
     write: Callable[[DataFrame, Path, str, int], None],
     *,
+    upkeep: delta_writes.Upkeep,
     available_now: bool,
 ) -> StreamingQuery:
-    """A foreachBatch query calling ``write(batch, table, txn app id, batch id)``."""
+    """A foreachBatch query calling ``write(batch, table, txn app id, batch id)``, then, when
+    due, the table's upkeep (in the query's own thread: never beside its own writes)."""
     table = cfg.table_path(name)
     checkpoint = cfg.checkpoint_path(name)
 
     def each(batch: DataFrame, batch_id: int) -> None:
         write(batch, table, delta_writes.app_id(name, checkpoint), batch_id)
+        if upkeep.due(name):
+            upkeep.run(batch.sparkSession, table)
 
     writer = (
         df.writeStream.queryName(name)
@@ -151,8 +143,17 @@ def query_builders(
         valid = transforms.valid_telemetry(telemetry())
         return valid.withWatermark("event_time", cfg.watermark)
 
+    upkeep = delta_writes.Upkeep(
+        cfg.delta_upkeep_interval_s,
+        cfg.delta_retention_hours,
+        zorder={schemas.DEVICE_MINUTE: ("device_id",), schemas.ANOMALIES: ("device_id",)},
+    )
+
     def append(name: str, frame: Callable[[], DataFrame]) -> Callable[[], StreamingQuery]:
-        return lambda: _append_query(frame(), cfg, name, available_now)
+        write = delta_writes.append_batch
+        return lambda: _batch_query(
+            frame(), cfg, name, "append", write, upkeep=upkeep, available_now=available_now
+        )
 
     def merged(
         name: str, keys: list[str], frame: Callable[[], DataFrame]
@@ -161,7 +162,7 @@ def query_builders(
             delta_writes.merge_batch(batch, table, keys, app, batch_id)
 
         return lambda: _batch_query(
-            frame(), cfg, name, "update", write, available_now=available_now
+            frame(), cfg, name, "update", write, upkeep=upkeep, available_now=available_now
         )
 
     silence = cfg.silence_s
@@ -176,7 +177,9 @@ def query_builders(
             transforms.parse_presence(kafka_source(spark, cfg, cfg.topic_presence)),
         )
         name = schemas.DEVICE_STATUS
-        return _batch_query(facts, cfg, name, "complete", publish, available_now=available_now)
+        return _batch_query(
+            facts, cfg, name, "complete", publish, upkeep=upkeep, available_now=available_now
+        )
 
     tenant = tenants.TENANT_COLUMN
     return {
@@ -312,6 +315,9 @@ def run(
     session.streams.addListener(listener)
     queries: list[StreamingQuery] = []
     try:
+        migrated = migrate_warehouse(session, cfg.warehouse_dir)
+        if migrated:
+            log.info("migrated to Delta tables: %s", ", ".join(migrated))
         builders = query_builders(session, cfg, available_now=available_now)
         log.info(
             "streaming %s from %s into %s (%s)",

@@ -132,6 +132,7 @@ def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
     }
@@ -157,6 +158,7 @@ def test_cluster_spark_conf_sets_heaps_cores_jars_and_ui_from_env() -> None:
         # the connector reaches the executors through spark.jars (served by the driver)
         "spark.jars": "/j/spark-sql-kafka.jar",
         "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.executor.memory": "384m",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",
