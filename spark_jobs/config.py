@@ -98,7 +98,8 @@ class AnalyticsConfig:
     )
     spark_jars_dir: Path = _setting(
         DEFAULT_JARS_DIR,
-        "Folder with Spark's Kafka connector and its runtime jars (passed as spark.jars); "
+        "Folder with Spark's Kafka connector, Delta Lake and their runtime jars (passed as "
+        "spark.jars); "
         "default $IOT_HOME/kafka/spark-connector/libs when IOT_HOME is set.",
     )
     # --- Kafka ------------------------------------------------------------------------------
@@ -146,6 +147,16 @@ class AnalyticsConfig:
         ("temperature", "humidity", "battery", "vibration"),
         "Metric names with their own columns in the tables (comma-separated in the env).",
     )
+    delta_upkeep_interval_s: float = _setting(
+        3600.0,
+        "Seconds between two compactions (OPTIMIZE) and VACUUMs of each table, run by the job "
+        "after one of the table's batches; 0: never.",
+    )
+    delta_retention_hours: int = _setting(
+        168,
+        "VACUUM deletes the files no table version younger than this many hours needs: the "
+        "reach of time travel, and of a reader still on an older version.",
+    )
     # --- anomalies --------------------------------------------------------------------------
     anomaly_history: int = _setting(
         60, "Readings per device and metric that form the device's recent baseline."
@@ -180,6 +191,8 @@ class AnalyticsConfig:
         for name in ("spark_driver_memory", "spark_executor_memory"):
             if not _JVM_SIZE_RE.match(getattr(self, name)):
                 raise ConfigError(f"{name} must be a JVM size like 512m or 2g")
+        if self.delta_upkeep_interval_s < 0 or self.delta_retention_hours < 0:
+            raise ConfigError("need delta_upkeep_interval_s >= 0 and delta_retention_hours >= 0")
         if self.spark_executor_cores < 1 or self.spark_cores_max < 0:
             raise ConfigError("need spark_executor_cores >= 1 and spark_cores_max >= 0")
         if not 0 <= self.spark_ui_port <= 65535:
@@ -283,6 +296,7 @@ class AnalyticsConfig:
             conf["spark.pyspark.python"] = python
         if jars:
             conf["spark.jars"] = ",".join(str(j.resolve()) for j in jars)
+        conf |= delta_conf(self.shuffle_partitions)
         if self.local:
             # A local job talks only to itself: keep the driver (and its block manager) on
             # loopback instead of the address Spark guesses from the host name.
@@ -302,10 +316,30 @@ class AnalyticsConfig:
         return conf
 
     def jars(self) -> list[Path]:
-        """The connector jars; empty when the folder does not exist (SQL/report need none)."""
+        """The connector and Delta jars; empty when the folder does not exist."""
         if not self.spark_jars_dir.is_dir():
             return []
         return sorted(self.spark_jars_dir.glob("*.jar"))
+
+
+DELTA_JAR_PREFIX = "delta-spark_"
+
+
+def delta_conf(partitions: int) -> dict[str, str]:
+    """Delta Lake's session extension and catalog, and two of its defaults cut to a small host.
+
+    Delta's defaults rebuild every table snapshot in 50 tasks and list a table's files (VACUUM)
+    in 10,000: on 2 cores that took a Delta script from 42 s to 258 s (measured,
+    ../shared/docs/lakehouse-notes.md). Both follow ``shuffle_partitions`` here.
+    """
+    return {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.databricks.delta.snapshotPartitions": str(partitions),
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(4, 2 * partitions)),
+        # the retention is the job's own setting (delta_retention_hours), checked there
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    }
 
 
 def _convert(name: str, default: Any, raw: str) -> Any:

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.config import AnalyticsConfig
+from spark_jobs.config import DELTA_JAR_PREFIX, AnalyticsConfig
 from spark_jobs.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,6 +39,12 @@ def build_session(cfg: AnalyticsConfig, app_name: str, *, kafka: bool = True) ->
         raise ConfigError(
             f"no spark-sql-kafka jar in {cfg.spark_jars_dir} (IOT_SPARK_JARS_DIR); "
             "run the set-up script (mvn -f kafka/spark-connector/pom.xml ...) first"
+        )
+    if not any(j.name.startswith(DELTA_JAR_PREFIX) for j in jars):
+        raise ConfigError(
+            f"no {DELTA_JAR_PREFIX}*.jar in {cfg.spark_jars_dir} (IOT_SPARK_JARS_DIR): the "
+            "warehouse's tables are Delta tables; run the set-up script "
+            "(mvn -f kafka/spark-connector/pom.xml ...) first"
         )
     builder = SparkSession.builder.master(cfg.spark_master).appName(app_name)
     for key, value in cfg.spark_conf(jars, os.environ["PYSPARK_PYTHON"]).items():

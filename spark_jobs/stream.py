@@ -1,23 +1,28 @@
-"""The streaming job: Kafka -> parse -> transforms -> Parquet tables (extract, transform, load).
+"""The streaming job: Kafka -> parse -> transforms -> Delta tables (extract, transform, load).
 
 One SparkSession runs five queries, each with its own checkpoint under ``checkpoint_dir``:
 
 | query | source | transform | sink |
 |---|---|---|---|
-| device_minute | telemetry | watermark, :func:`transforms.device_minute` | Parquet, append |
-| fleet_minute | telemetry | watermark, :func:`transforms.fleet_minute` | Parquet, append |
-| anomalies | telemetry | :func:`anomaly.anomalies` (state per device) | Parquet, append |
-| device_status | telemetry + presence | :func:`transforms.device_facts` | snapshot per batch |
-| rejects | telemetry | :func:`transforms.rejects` | Parquet, append |
+| device_minute | telemetry | watermark, :func:`transforms.device_minute` | Delta, MERGE (update) |
+| fleet_minute | telemetry | watermark, :func:`transforms.fleet_minute` | Delta, MERGE (update) |
+| anomalies | telemetry | :func:`anomaly.anomalies` (state per device) | Delta, append |
+| device_status | telemetry + presence | :func:`transforms.device_facts` | Delta, overwritten |
+| rejects | telemetry | :func:`transforms.rejects` | Delta, append |
 
 Tenants: the sources are the telemetry and presence topics and every tenant's copy of them
 (``iot.{tenant}.telemetry``, by pattern: :mod:`spark_jobs.tenants`); every row carries its
 ``tenant``, a device is (tenant, device_id), and every table is partitioned by tenant.
 
-Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs and the file
-sink commits a batch's files in its ``_spark_metadata`` log under the batch id, so a batch
-replayed after a crash replaces, never adds to, what its first attempt wrote. The
-device_status snapshot is written per batch id and swapped in (see :mod:`spark_jobs.tables`).
+Exactly-once: Kafka offsets are recorded in the checkpoint before a batch runs and every
+write commits to the table's Delta log with the query's id and the batch id as its
+transaction (``txnAppId``/``txnVersion``), so a batch replayed after a crash is skipped, never
+added twice. The windowed tables run in update mode: each batch MERGEs the windows it changed
+by key, so a late reading (inside the watermark) updates its minute's row in place; the
+append tables append each batch, device_status overwrites itself (see
+:mod:`spark_jobs.delta_writes`). Each query compacts and vacuums its own table every
+``delta_upkeep_interval_s``, after a batch. Every write to the warehouse happens in this job's
+driver.
 
 Recovery: run continuously, the job outlives its queries. A query that fails (Kafka away:
 ``STREAM_FAILED``) is started again from its checkpoint after a backoff (2, 4, 8 ... 60 s),
@@ -40,10 +45,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from appconfig import kafka_security
-from spark_jobs import schemas, tables, tenants, transforms
+from spark_jobs import delta_writes, schemas, tenants, transforms
 from spark_jobs.anomaly import AnomalyRule, anomalies
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.health_http import HealthEndpoint
+from spark_jobs.migrate import migrate_warehouse
 from spark_jobs.query_health import HealthSettings
 from spark_jobs.query_supervisor import QuerySupervisor
 
@@ -87,23 +93,39 @@ def kafka_source(spark: SparkSession, cfg: AnalyticsConfig, topic: str) -> DataF
 # --- transform + load ------------------------------------------------------------------------
 
 
-def _parquet_query(
-    df: DataFrame, cfg: AnalyticsConfig, name: str, available_now: bool
+def _trigger(writer: Any, cfg: AnalyticsConfig, available_now: bool) -> Any:
+    if available_now:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=cfg.trigger_interval)
+
+
+def _batch_query(
+    df: DataFrame,
+    cfg: AnalyticsConfig,
+    name: str,
+    mode: str,
+    write: Callable[[DataFrame, Path, str, int], None],
+    *,
+    upkeep: delta_writes.Upkeep,
+    available_now: bool,
 ) -> StreamingQuery:
+    """A foreachBatch query calling ``write(batch, table, txn app id, batch id)``, then, when
+    due, the table's upkeep (in the query's own thread: never beside its own writes)."""
+    table = cfg.table_path(name)
+    checkpoint = cfg.checkpoint_path(name)
+
+    def each(batch: DataFrame, batch_id: int) -> None:
+        write(batch, table, delta_writes.app_id(name, checkpoint), batch_id)
+        if upkeep.due(name):
+            upkeep.run(batch.sparkSession, table)
+
     writer = (
         df.writeStream.queryName(name)
-        .format("parquet")
-        .outputMode("append")
-        .partitionBy(tenants.TENANT_COLUMN)  # one folder per tenant: tenant=<id>/
-        .option("path", str(cfg.table_path(name).resolve()))
-        .option("checkpointLocation", str(cfg.checkpoint_path(name).resolve()))
+        .outputMode(mode)
+        .option("checkpointLocation", str(checkpoint.resolve()))
+        .foreachBatch(each)
     )
-    writer = (
-        writer.trigger(availableNow=True)
-        if available_now
-        else writer.trigger(processingTime=cfg.trigger_interval)
-    )
-    return writer.start()
+    return _trigger(writer, cfg, available_now).start()
 
 
 def query_builders(
@@ -123,48 +145,63 @@ def query_builders(
         valid = transforms.valid_telemetry(telemetry())
         return valid.withWatermark("event_time", cfg.watermark)
 
-    def parquet(name: str, frame: Callable[[], DataFrame]) -> Callable[[], StreamingQuery]:
-        return lambda: _parquet_query(frame(), cfg, name, available_now)
+    upkeep = delta_writes.Upkeep(
+        cfg.delta_upkeep_interval_s,
+        cfg.delta_retention_hours,
+        zorder={schemas.DEVICE_MINUTE: ("device_id",), schemas.ANOMALIES: ("device_id",)},
+    )
 
-    warehouse = cfg.warehouse_dir
+    def append(name: str, frame: Callable[[], DataFrame]) -> Callable[[], StreamingQuery]:
+        write = delta_writes.append_batch
+        return lambda: _batch_query(
+            frame(), cfg, name, "append", write, upkeep=upkeep, available_now=available_now
+        )
+
+    def merged(
+        name: str, keys: list[str], frame: Callable[[], DataFrame]
+    ) -> Callable[[], StreamingQuery]:
+        def write(batch: DataFrame, table: Path, app: str, batch_id: int) -> None:
+            delta_writes.merge_batch(batch, table, keys, app, batch_id)
+
+        return lambda: _batch_query(
+            frame(), cfg, name, "update", write, upkeep=upkeep, available_now=available_now
+        )
+
     silence = cfg.silence_s
 
-    def publish(batch: DataFrame, batch_id: int) -> None:
+    def publish(batch: DataFrame, table: Path, app: str, batch_id: int) -> None:
         status = transforms.device_status(batch, F.current_timestamp(), silence)
-        tables.publish_snapshot(status, warehouse, schemas.DEVICE_STATUS, batch_id)
+        delta_writes.overwrite_batch(status, table, app, batch_id)
 
     def device_status() -> StreamingQuery:
         facts = transforms.device_facts(
             transforms.valid_telemetry(telemetry()),
             transforms.parse_presence(kafka_source(spark, cfg, cfg.topic_presence)),
         )
-        writer = (
-            facts.writeStream.queryName(schemas.DEVICE_STATUS)
-            .outputMode("complete")
-            .option("checkpointLocation", str(cfg.checkpoint_path(schemas.DEVICE_STATUS).resolve()))
-            .foreachBatch(publish)
+        name = schemas.DEVICE_STATUS
+        return _batch_query(
+            facts, cfg, name, "complete", publish, upkeep=upkeep, available_now=available_now
         )
-        writer = (
-            writer.trigger(availableNow=True)
-            if available_now
-            else writer.trigger(processingTime=cfg.trigger_interval)
-        )
-        return writer.start()
 
+    tenant = tenants.TENANT_COLUMN
     return {
-        schemas.DEVICE_MINUTE: parquet(
-            schemas.DEVICE_MINUTE, lambda: transforms.device_minute(windowed(), metrics)
+        schemas.DEVICE_MINUTE: merged(
+            schemas.DEVICE_MINUTE,
+            [tenant, "device_id", "window_start"],
+            lambda: transforms.device_minute(windowed(), metrics),
         ),
-        schemas.FLEET_MINUTE: parquet(
-            schemas.FLEET_MINUTE, lambda: transforms.fleet_minute(windowed(), metrics)
+        schemas.FLEET_MINUTE: merged(
+            schemas.FLEET_MINUTE,
+            [tenant, "window_start"],
+            lambda: transforms.fleet_minute(windowed(), metrics),
         ),
-        schemas.ANOMALIES: parquet(
+        schemas.ANOMALIES: append(
             schemas.ANOMALIES,
             lambda: anomalies(
                 transforms.valid_telemetry(telemetry()), metrics, AnomalyRule.from_config(cfg)
             ),
         ),
-        schemas.REJECTS: parquet(schemas.REJECTS, lambda: transforms.rejects(telemetry())),
+        schemas.REJECTS: append(schemas.REJECTS, lambda: transforms.rejects(telemetry())),
         schemas.DEVICE_STATUS: device_status,
     }
 
@@ -280,6 +317,9 @@ def run(
     session.streams.addListener(listener)
     queries: list[StreamingQuery] = []
     try:
+        migrated = migrate_warehouse(session, cfg.warehouse_dir)
+        if migrated:
+            log.info("migrated to Delta tables: %s", ", ".join(migrated))
         builders = query_builders(session, cfg, available_now=available_now)
         log.info(
             "streaming %s from %s into %s (%s)",

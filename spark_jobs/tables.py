@@ -1,24 +1,21 @@
-"""The warehouse: Parquet tables under one folder, and how readers find them.
+"""The warehouse: Delta tables under one folder, and how readers find them.
 
-Every table is partitioned by tenant (``<table>/tenant=<id>/part-*.parquet``); Spark's readers
-give the folder name back as the ``tenant`` column.
+Every table is a Delta table (``<table>/_delta_log`` + ``<table>/tenant=<id>/part-*.parquet``)
+partitioned by tenant; its log says which files make each version, so a reader sees whole
+committed versions only, never a crashed attempt's files or the files a MERGE or an OPTIMIZE
+replaced. The streaming job is their one writer (:mod:`spark_jobs.delta_writes`).
 
-Append tables (device_minute, fleet_minute, anomalies, rejects) are Spark file-sink folders:
-the ``_spark_metadata`` log lists the committed files, which is what makes the streaming
-writes exactly-once for Spark readers. ``device_status`` is a current-state table: each
-micro-batch writes a full snapshot to ``device_status.versions/batch=<id>`` and then swaps the
-``device_status`` symlink to it atomically, so readers always see one whole snapshot.
+A folder of today's earlier layout (a Parquet file sink with its ``_spark_metadata`` log, or a
+``device_status`` snapshot link) is still read as Parquet, through that log, until migrated.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs import schemas, sink_log, tenants
+from spark_jobs import delta_writes, schemas, sink_log
 from spark_jobs.errors import TableMissingError
 
 if TYPE_CHECKING:
@@ -26,16 +23,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEEP_SNAPSHOTS = 3
-
 
 def _has_data(table: Path) -> bool:
-    """A committed Parquet file in the table's folder or its ``tenant=<id>`` partitions.
+    """A Delta table with a committed version, or (the earlier layout) a committed Parquet
+    file in the table's folder or its ``tenant=<id>`` partitions.
 
     For a streaming sink folder only what its log commits counts, as for Spark's reader: a
     folder holding only a killed executor's part files makes ``spark.read.parquet`` fail
     with "Unable to infer schema".
     """
+    if delta_writes.is_delta(table):
+        return any((table / delta_writes.DELTA_LOG).glob("*.json"))
     return bool(sink_log.data_files(table))
 
 
@@ -56,6 +54,8 @@ def read_table(spark: SparkSession, warehouse: Path, name: str) -> DataFrame:
     path = warehouse / name
     if not path.is_dir() or not _has_data(path):
         raise TableMissingError(f"table {name!r} has no data yet under {warehouse}")
+    if delta_writes.is_delta(path):
+        return spark.read.format("delta").load(str(path.resolve()))
     return spark.read.parquet(str(path.resolve()))
 
 
@@ -66,33 +66,6 @@ def register_views(spark: SparkSession, warehouse: Path) -> list[str]:
         read_table(spark, warehouse, name).createOrReplaceTempView(name)
         names.append(name)
     return names
-
-
-def publish_snapshot(df: DataFrame, warehouse: Path, name: str, batch_id: int) -> Path:
-    """Write ``df`` as the new whole content of table ``name``, idempotently per batch id.
-
-    Replaying the same ``batch_id`` (after a crash) rewrites the same version folder and
-    re-points the link: the table never holds two snapshots at once.
-    """
-    versions = warehouse / f"{name}.versions"
-    target = versions / f"batch={batch_id:012d}"
-    writer = df.coalesce(1).write.mode("overwrite")
-    if tenants.TENANT_COLUMN in df.columns:  # one file per tenant, as the append tables
-        writer = writer.partitionBy(tenants.TENANT_COLUMN)
-    writer.parquet(str(target.resolve()))
-    link = warehouse / name
-    if link.exists() and not link.is_symlink():
-        shutil.rmtree(link)
-    tmp = warehouse / f".{name}.link-tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(os.path.relpath(target, warehouse), tmp)
-    os.replace(tmp, link)
-    old = sorted(p for p in versions.iterdir() if p.name.startswith("batch=") and p != target)
-    for stale in old[:-KEEP_SNAPSHOTS] if len(old) > KEEP_SNAPSHOTS else []:
-        shutil.rmtree(stale, ignore_errors=True)
-    log.debug("published %s batch %d", name, batch_id)
-    return target
 
 
 TABLE_DOCS = {

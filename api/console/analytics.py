@@ -1,4 +1,5 @@
-"""The Spark job's tables, read with DuckDB straight from the warehouse's Parquet files."""
+"""The Spark job's tables, read with DuckDB: Delta tables through their log (``deltalake``,
+delta-rs, no Spark), a folder of the earlier Parquet layout through its sink log."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import duckdb
 
 from spark_jobs import sink_log
 
+DELTA_LOG = "_delta_log"  # a Delta table's transaction log folder
 TIME_COLUMNS = ("window_start", "event_time", "at", "detected_at", "ts")
 
 
@@ -25,18 +27,39 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _delta_dataset(folder: Path) -> Any:
+    """The current version of the Delta table at ``folder`` as an Arrow dataset (the files
+    its log lists, the ``tenant`` partition column included); None before its first commit."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(str(folder)).to_pyarrow_dataset()
+    except TableNotFoundError:
+        return None
+
+
 def read_table(warehouse: Path, table: str, limit: int) -> dict[str, Any]:
     """The newest ``limit`` rows of ``table`` (newest first): {columns, rows} or {missing}."""
-    # what Spark reads (spark_jobs.sink_log), partitioned by tenant: <table>/tenant=<id>/
     folder = warehouse / table
-    files = [f for f in sink_log.data_files(folder) if f.is_file()] if folder.is_dir() else []
-    if not files:
-        return {"table": table, "missing": True, "columns": [], "rows": []}
+    missing = {"table": table, "missing": True, "columns": [], "rows": []}
     con = duckdb.connect()
     try:
-        hive = any("=" in f.parent.name for f in files)
-        listed = ", ".join("'" + f.as_posix().replace("'", "''") + "'" for f in files)
-        source = f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()})"
+        if (folder / DELTA_LOG).is_dir():
+            dataset = _delta_dataset(folder)
+            if dataset is None:
+                return missing
+            con.register("delta_table", dataset)
+            source = "delta_table"
+        else:
+            # the earlier layout: what Spark reads (spark_jobs.sink_log), <table>/tenant=<id>/
+            files = sink_log.data_files(folder) if folder.is_dir() else []
+            files = [f for f in files if f.is_file()]
+            if not files:
+                return missing
+            hive = any("=" in f.parent.name for f in files)
+            listed = ", ".join("'" + f.as_posix().replace("'", "''") + "'" for f in files)
+            source = f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()})"
         # the path is ours (config + a fixed table name), not the request's
         describe = f"DESCRIBE SELECT * FROM {source}"  # noqa: S608
         columns = [r[0] for r in con.execute(describe).fetchall()]

@@ -127,6 +127,12 @@ def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
         "spark.ui.enabled": "false",
         "spark.pyspark.python": "/venv/bin/python",
         "spark.jars": "/j/a.jar,/j/b.jar",
+        # Delta Lake, and its two defaults that cost minutes on 2 cores cut to the partitions
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
     }
@@ -151,6 +157,8 @@ def test_cluster_spark_conf_sets_heaps_cores_jars_and_ui_from_env() -> None:
         "spark.ui.port": "4040",
         # the connector reaches the executors through spark.jars (served by the driver)
         "spark.jars": "/j/spark-sql-kafka.jar",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.executor.memory": "384m",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",

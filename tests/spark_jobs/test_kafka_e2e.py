@@ -76,7 +76,7 @@ def _clock(base_ms: int, minute: int) -> tuple[str, bytes, int]:
 
 
 def _device_minute(spark: Any, warehouse: Path, base_ms: int) -> dict[tuple[str, int], Any]:
-    rows = spark.read.parquet(str(warehouse / "device_minute")).collect()
+    rows = spark.read.format("delta").load(str(warehouse / "device_minute")).collect()
     out: dict[tuple[str, int], Any] = {}
     for r in rows:
         if r["device_id"] == CLOCK_DEVICE:
@@ -134,16 +134,19 @@ def test_stream_job_counts_gaps_duplicates_restart_and_sql(
     assert gaps == {("d1", 0): 2, ("d2", 1): 1}
     dups = {k: r["duplicates"] for k, r in got.items() if r["duplicates"]}
     assert dups == {("d3", 0): 1}
-    rejects = spark.read.parquet(str(warehouse / "rejects")).collect()
+    rejects = spark.read.format("delta").load(str(warehouse / "rejects")).collect()
     assert sorted(r["reason"] for r in rejects) == ["no_key", "not_json"]
-    fleet = spark.read.parquet(str(warehouse / "fleet_minute")).where(
-        f"window_start < timestamp_millis({base_ms + 3 * 60_000})"
+    fleet = (
+        spark.read.format("delta")
+        .load(str(warehouse / "fleet_minute"))
+        .where(f"window_start < timestamp_millis({base_ms + 3 * 60_000})")
     )
     assert sorted(r["messages"] for r in fleet.collect()) == sorted(
         sum(n for (_, m), n in sent.items() if m == minute) for minute in range(3)
     )
     status = {
-        r["device_id"]: r for r in spark.read.parquet(str(warehouse / "device_status")).collect()
+        r["device_id"]: r
+        for r in spark.read.format("delta").load(str(warehouse / "device_status")).collect()
     }
     assert status["d1"]["online"] is False
     assert status["d1"]["reason"] == "presence"

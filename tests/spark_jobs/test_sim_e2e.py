@@ -123,7 +123,7 @@ def test_simulator_through_bridge_into_device_minute(
 
     rows = [
         r
-        for r in spark.read.parquet(str(cfg.table_path("device_minute"))).collect()
+        for r in spark.read.format("delta").load(str(cfg.table_path("device_minute"))).collect()
         if r["device_id"] != CLOCK_DEVICE
     ]
     got = {
@@ -142,7 +142,7 @@ def test_simulator_through_bridge_into_device_minute(
     # temperature/humidity detection is a planted one (vibration has natural spikes)
     detected = [
         (r["device_id"], r["seq"], r["metric"])
-        for r in spark.read.parquet(str(cfg.table_path("anomalies"))).collect()
+        for r in spark.read.format("delta").load(str(cfg.table_path("anomalies"))).collect()
     ]
     scorable = [
         a for a in manifest["injections"]["anomalies"] if int(a["seq"]) > cfg.anomaly_min_history

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs import tables, transforms
+from spark_jobs import delta_writes, tables, transforms
 from spark_jobs.anomaly import MAD_TO_SIGMA, AnomalyRule, anomalies
 from tests.spark_jobs.frames import at, ts
 
@@ -117,24 +117,74 @@ def test_anomaly_state_survives_a_restart(spark: Any, tmp_path: Path) -> None:
     assert r["score"] == pytest.approx(94.5 / (MAD_TO_SIGMA * 2.5))
 
 
-def test_snapshot_publish_is_atomic_and_idempotent(spark: Any, tmp_path: Path) -> None:
+def _delta_version(spark: Any, table: Path) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}`").agg({"version": "max"}).first()[0])
+
+
+def test_snapshot_overwrite_is_atomic_and_idempotent(spark: Any, tmp_path: Path) -> None:
     wh = tmp_path / "wh"
-    wh.mkdir()
+    table = wh / "device_status"
     first = spark.createDataFrame([("a", 1)], "device_id string, n int")
     second = spark.createDataFrame([("a", 2), ("b", 1)], "device_id string, n int")
-    tables.publish_snapshot(first, wh, "device_status", 0)
-    tables.publish_snapshot(second, wh, "device_status", 1)
-    tables.publish_snapshot(second, wh, "device_status", 1)  # a replayed batch
-    link = wh / "device_status"
-    assert link.is_symlink()
-    assert link.resolve().name == "batch=000000000001"
+    delta_writes.overwrite_batch(first, table, "app-1", 0)
+    delta_writes.overwrite_batch(second, table, "app-1", 1)
+    delta_writes.overwrite_batch(second, table, "app-1", 1)  # a replayed batch: skipped
+    assert _delta_version(spark, table) == 1
     got = sorted(
         (r["device_id"], r["n"]) for r in tables.read_table(spark, wh, "device_status").collect()
     )
     assert got == [("a", 2), ("b", 1)]
-    assert tables.existing_tables(wh) == {"device_status": link}
-    for batch in range(2, 8):
-        tables.publish_snapshot(first, wh, "device_status", batch)
-    kept = sorted(p.name for p in (wh / "device_status.versions").iterdir())
-    assert len(kept) == tables.KEEP_SNAPSHOTS + 1
-    assert kept[-1] == "batch=000000000007"
+    assert tables.existing_tables(wh) == {"device_status": table}
+    # the snapshot before is still there to time travel to
+    old = spark.read.format("delta").option("versionAsOf", 0).load(str(table)).collect()
+    assert [(r["device_id"], r["n"]) for r in old] == [("a", 1)]
+
+
+def _merge_once(spark: Any, df: Any, out: Path, checkpoint: Path) -> None:
+    keys = ["tenant", "device_id", "window_start"]
+
+    def each(batch: Any, batch_id: int) -> None:
+        app = delta_writes.app_id("device_minute", checkpoint)
+        delta_writes.merge_batch(batch, out, keys, app, batch_id)
+
+    q = (
+        df.writeStream.outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .foreachBatch(each)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(300)
+    assert not q.isActive, "availableNow run did not finish"
+    assert q.exception() is None
+
+
+def test_a_late_reading_updates_its_window_once_across_a_replay(spark: Any, tmp_path: Path) -> None:
+    """device_minute as the job writes it: update mode, MERGE per batch with a Delta txn."""
+    src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+
+    def run() -> None:
+        valid = _valid_stream(spark, src).withWatermark("event_time", "10 minutes")
+        _merge_once(spark, transforms.device_minute(valid, ["t"]), out, ck)
+
+    def rows() -> list[tuple[Any, ...]]:
+        got = spark.read.format("delta").load(str(out)).collect()
+        return sorted((r["window_start"], r["messages"], r["last_seq"]) for r in got)
+
+    _write(src, "1.json", [("a", 1, at(10, 1), 1.0), ("a", 2, at(10, 2), 2.0),
+                           ("a", 4, at(12, 30), 4.0)])  # fmt: skip
+    run()
+    assert rows() == [(ts(at(10)), 2, 2), (ts(at(12)), 1, 4)]
+    # a late reading of minute 10 (received at minute 13, inside the watermark)
+    _write(src, "2.json", [("a", 3, at(10, 3), 3.0)])
+    run()
+    assert rows() == [(ts(at(10)), 3, 3), (ts(at(12)), 1, 4)]
+    version = _delta_version(spark, out)
+    # the job killed after the MERGE committed but before the checkpoint did: the batch runs
+    # again on restart, and its MERGE (same query id, same batch id) must change nothing
+    commits = sorted((ck / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()
+    (ck / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    run()
+    assert _delta_version(spark, out) == version
+    assert rows() == [(ts(at(10)), 3, 3), (ts(at(12)), 1, 4)]

@@ -73,7 +73,7 @@ def _readings(base_ms: int, n: int, spike: bool = False) -> list[tuple[str, dict
 
 
 def _rows(spark: Any, warehouse: Path, table: str) -> list[Any]:
-    return list(spark.read.parquet(str(warehouse / table)).collect())
+    return list(spark.read.format("delta").load(str(warehouse / table)).collect())
 
 
 @pytest.mark.spark

@@ -70,3 +70,27 @@ def test_a_sink_folder_with_only_uncommitted_files_is_missing(tmp_path: Path) ->
     pq.write_table(_rows([0]), table / "tenant=default" / "part-0.parquet")
     _commit(table, 0)  # an empty batch: the version line alone
     assert read_table(tmp_path, "rejects", 5)["missing"] is True
+
+
+def test_a_delta_table_is_read_through_its_log(tmp_path: Path) -> None:
+    """What the job writes now: only the files of the table's current version count, not the
+    ones an overwrite (or a MERGE, an OPTIMIZE) replaced and that are still on disk."""
+    from deltalake import write_deltalake
+
+    table = tmp_path / "fleet_minute"
+    tenant = pa.array(["default", "default", "acme"])
+    write_deltalake(str(table), _rows([0, 1, 2]).append_column("tenant", tenant),
+                    partition_by=["tenant"])  # fmt: skip
+    newer = _rows([0, 5]).append_column("tenant", pa.array(["default", "acme"]))
+    write_deltalake(str(table), newer, mode="overwrite", partition_by=["tenant"])
+    assert len(list(table.glob("tenant=*/*.parquet"))) == 4  # the old version's files stay
+    got = read_table(tmp_path, "fleet_minute", 10)
+    assert got["missing"] is False
+    assert set(got["columns"]) == {"window_start", "messages", "tenant"}
+    at, n = got["columns"].index("tenant"), got["columns"].index("messages")
+    assert [(r[at], r[n]) for r in got["rows"]] == [("acme", 60), ("default", 10)]
+
+
+def test_a_delta_log_without_a_commit_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "anomalies" / "_delta_log").mkdir(parents=True)
+    assert read_table(tmp_path, "anomalies", 5)["missing"] is True

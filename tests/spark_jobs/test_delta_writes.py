@@ -1,0 +1,72 @@
+"""Delta writes of the job: appends once per transaction, and the tables' upkeep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_jobs.delta_writes import Upkeep, append_batch
+
+
+def test_upkeep_is_due_every_interval_from_the_job_start_and_never_at_0() -> None:
+    now = [100.0]
+    upkeep = Upkeep(60, 168, clock=lambda: now[0])
+    assert not upkeep.due("t")  # the job just started
+    now[0] = 159.0
+    assert not upkeep.due("t")
+    now[0] = 160.0
+    assert upkeep.due("t")
+    assert not Upkeep(0, 168, clock=lambda: now[0] + 1e9).due("t")
+
+
+def test_upkeep_statements_zorder_where_asked() -> None:
+    upkeep = Upkeep(60, 24, zorder={"device_minute": ("device_id",)})
+    table = Path("/w/device_minute")
+    assert upkeep.statements(table) == [
+        "OPTIMIZE delta.`/w/device_minute` ZORDER BY (`device_id`)",
+        "VACUUM delta.`/w/device_minute` RETAIN 24 HOURS",
+    ]
+    assert upkeep.statements(Path("/w/rejects"))[0] == "OPTIMIZE delta.`/w/rejects`"
+
+
+def _files(spark: Any, table: Path) -> int:
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
+    return int(detail["numFiles"])
+
+
+def _total(spark: Any, table: Path, **options: str) -> tuple[int, int]:
+    """(rows, sum of n), read from the files (a count() may come from the log's statistics)."""
+    df = spark.read.format("delta").options(**options).load(str(table))
+    row = df.selectExpr("count(n) AS rows", "sum(n) AS total").first()
+    return int(row["rows"]), int(row["total"] or 0)
+
+
+@pytest.mark.spark
+def test_append_once_then_optimize_and_vacuum_keep_rows_cut_files_and_time_travel(
+    spark: Any, tmp_path: Path
+) -> None:
+    table = tmp_path / "rejects"
+    for batch in range(4):
+        rows = [(f"d{batch}", batch, t) for t in ("default", "acme")]
+        df = spark.createDataFrame(rows, "device_id string, n int, tenant string")
+        append_batch(df, table, "app-1", batch)
+    append_batch(df, table, "app-1", 3)  # batch 3 replayed: skipped
+    assert _total(spark, table) == (8, 2 * sum(range(4)))
+    assert _files(spark, table) >= 8
+    on_disk = len(list(table.glob("tenant=*/*.parquet")))
+
+    now = [0.0]
+    keep = Upkeep(1, 168, clock=lambda: now[0])
+    keep.run(spark, table)  # OPTIMIZE: one file per tenant; the old files stay (168 h)
+    assert _files(spark, table) == 2
+    assert _total(spark, table) == (8, 2 * sum(range(4)))
+    assert len(list(table.glob("tenant=*/*.parquet"))) == on_disk + 2
+    assert _total(spark, table, versionAsOf="1") == (4, 2 * sum(range(2)))  # time travel
+
+    Upkeep(1, 0).run(spark, table)  # VACUUM keeping nothing older: only the live files stay
+    assert len(list(table.glob("tenant=*/*.parquet"))) == 2
+    assert _total(spark, table) == (8, 2 * sum(range(4)))
+    with pytest.raises(Exception, match=r"(?i)not.*found|does not exist|FileNotFound"):
+        _total(spark, table, versionAsOf="1")  # its files are gone now
