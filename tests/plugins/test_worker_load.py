@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from tests.plugins.worker_load import NO_GROUP, Phase, group_of, summary
+import pytest
+
+from tests.plugins.worker_load import (
+    GROUP_PROPERTY,
+    NO_GROUP,
+    Phase,
+    group_of,
+    group_of_report,
+    summary,
+)
 
 
 def test_group_of_reads_the_loadgroup_suffix() -> None:
@@ -24,3 +33,16 @@ def test_summary_adds_phases_per_worker_and_ranks_groups() -> None:
     assert lines[2] == "  gw1:       4 s, 2 tests"
     assert lines[4:] == ["       35 s     2 tests  spark", "        3 s     1 tests  (any worker)"]
     assert summary([]) == []
+
+
+def test_a_report_names_its_group_in_its_user_properties() -> None:
+    report = pytest.TestReport(
+        "t.py::a", ("t.py", 1, "a"), {}, "passed", None, "call",
+        user_properties=[("other", 1), (GROUP_PROPERTY, "spark")],
+    )  # fmt: skip
+    assert group_of_report(report) == "spark"
+    report.user_properties = []
+    assert group_of_report(report) == NO_GROUP
+    phases = [Phase("gw0", "t.py::a", 2.0, "spark"), Phase("gw0", "t.py::b", 1.0, None)]
+    assert summary(phases)[3:] == ["        2 s     1 tests  spark",
+                                   "        1 s     1 tests  (any worker)"]  # fmt: skip

@@ -5,7 +5,8 @@ A group (tests/plugins/parallel.py: a shared module/package fixture, `spark`, `n
 one worker, one test after another, so a group longer than the run's wall time divided by the
 workers is the run's long pole: no worker count makes the run shorter than its longest group.
 Tests in no group are listed as `(any worker)`. Read on the xdist controller, from the reports
-the workers send (with `--dist loadgroup`, a grouped test's node id ends in `@group`).
+the workers send: each worker puts a test's group in its report's user properties (the node id
+a report carries has no `@group` suffix; only the scheduler sees that one).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 NO_GROUP = "(any worker)"
+GROUP_PROPERTY = "xdist_group"
 SHOWN_GROUPS = 12
 
 
@@ -25,6 +27,15 @@ class Phase:
     worker: str
     nodeid: str
     seconds: float
+    group: str | None = None  # None: read from the node id
+
+
+def group_of_report(report: pytest.TestReport) -> str:
+    """The group a worker wrote into ``report``'s user properties, else the node id's."""
+    for name, value in report.user_properties:
+        if name == GROUP_PROPERTY:
+            return str(value)
+    return group_of(report.nodeid)
 
 
 def group_of(nodeid: str) -> str:
@@ -52,7 +63,7 @@ def summary(phases: Iterable[Phase], shown: int = SHOWN_GROUPS) -> list[str]:
     for phase in phases:
         busy[phase.worker] += phase.seconds
         tests[phase.worker].add(phase.nodeid)
-        group = group_of(phase.nodeid)
+        group = phase.group if phase.group is not None else group_of(phase.nodeid)
         groups[group] += phase.seconds
         members[group].add(phase.nodeid)
     if not busy:
@@ -76,7 +87,8 @@ class WorkerLoad:
         node = getattr(report, "node", None)  # the worker's controller: set under xdist only
         gateway = getattr(node, "gateway", None)
         if gateway is not None:
-            self.phases.append(Phase(str(gateway.id), report.nodeid, report.duration))
+            group = group_of_report(report)
+            self.phases.append(Phase(str(gateway.id), report.nodeid, report.duration, group))
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -90,3 +102,11 @@ class WorkerLoad:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         config.pluginmanager.register(WorkerLoad(), "worker_load")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On the worker: the test's group travels to the controller in its reports."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is not None and marker.args:
+        item.user_properties.append((GROUP_PROPERTY, str(marker.args[0])))
