@@ -23,16 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +36,11 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
+from bench.http_api import percentile, wait_ready
+from stack.ports import free_port
+
 PAD = 1024 - 60  # a reading of about 1 KiB as compact JSON
 TENANT = "default"
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of ``values``; NaN when empty."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
-    return ordered[rank - 1]
 
 
 def reading(seq: int) -> bytes:
@@ -179,33 +169,15 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError(f"{url} not ready in {timeout:.0f} s")
-
-
 def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
-    port, http = _free_port(), _free_port()
+    port, http = free_port(), free_port()
     argv = [sys.executable, "-m", "amqp", "--insecure-anonymous", "--no-registry-auth",
             "--log-level", "WARNING", "--kafka-bootstrap", bootstrap,
             "--amqp-port", str(port), "--http-port", str(http)]  # fmt: skip
     with log.open("w") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(f"http://127.0.0.1:{http}/readyz")
+        wait_ready(f"http://127.0.0.1:{http}/readyz")
         url = f"amqp://127.0.0.1:{port}"
         warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
         _phase(url, warm, 0)  # connections, topic metadata, the JIT-free warm-up of caches

@@ -207,7 +207,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(url: str, timeout: float = 120) -> None:
+def wait_ready(url: str, timeout: float = 120) -> None:
+    """Until ``url`` answers 200 (a service's /readyz), or RuntimeError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -226,7 +227,7 @@ def run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
     with log.open("w") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(f"http://127.0.0.1:{port}/readyz")
+        wait_ready(f"http://127.0.0.1:{port}/readyz")
         rss_idle = _rss_mib(server.pid)
         topic = f"bench-http-{suffix}"
         phases = set(args.phases)
