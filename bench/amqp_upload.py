@@ -37,6 +37,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 from bench.http_api import percentile, wait_ready
+from bench.machine import machine_info
 from stack.ports import free_port
 
 PAD = 1024 - 60  # a reading of about 1 KiB as compact JSON
@@ -230,22 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.kafka_bootstrap:
             results = runs(args.kafka_bootstrap, args, Path(tmp))
         else:
-            from stack.config import StackConfig
-            from stack.launcher import Stack
+            # the launcher only here: the load processes import this module too
+            from bench.commands.stack_setup import own_stack
 
-            # anonymous, explicitly: the benchmark measures the data path, not the log-in
-            stack = Stack(
-                StackConfig.servers_on_free_ports(
-                    Path(tmp) / "stack", partitions=3, insecure_anonymous=True
-                )
-            )
-            stack.up()
-            try:
-                results = runs(stack.kafka_bootstrap, args, Path(tmp))
-            finally:
-                stack.down()
+            with own_stack(Path(tmp) / "stack", partitions=3) as servers:
+                results = runs(servers.bootstrap, args, Path(tmp))
     summary = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(),
         "settings": {k: vars(args)[k] for k in ("seconds", "generators", "connections", "runs")},
         "runs": results,
     }

@@ -321,20 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.kafka_bootstrap:
             result = run(args.kafka_bootstrap, args, Path(tmp) / "iot-api.log")
         else:
-            from stack.config import StackConfig
-            from stack.launcher import Stack
+            from bench.commands.stack_setup import own_stack  # the launcher only when needed
 
-            # anonymous, explicitly: the benchmark measures the data path, not the log-in
-            stack = Stack(
-                StackConfig.servers_on_free_ports(
-                    Path(tmp) / "stack", partitions=3, insecure_anonymous=True
-                )
-            )
-            stack.up()
-            try:
-                result = run(stack.kafka_bootstrap, args, Path(tmp) / "iot-api.log")
-            finally:
-                stack.down()
+            with own_stack(Path(tmp) / "stack", partitions=3) as servers:
+                result = run(servers.bootstrap, args, Path(tmp) / "iot-api.log")
     result["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(json.dumps(result, indent=2))
     if args.out_dir is not None:
