@@ -5,8 +5,8 @@ A group (tests/plugins/parallel.py: a shared module/package fixture, `spark`, `n
 one worker, one test after another, so a group longer than the run's wall time divided by the
 workers is the run's long pole: no worker count makes the run shorter than its longest group.
 Tests in no group are listed as `(any worker)`. Read on the xdist controller, from the reports
-the workers send: each worker puts a test's group in its report's user properties (the node id
-a report carries has no `@group` suffix; only the scheduler sees that one).
+the workers send: each worker puts a test's group in its reports' user properties (the node id
+a report carries has no `@group` suffix; only xdist's scheduler sees that one).
 """
 
 from __future__ import annotations
@@ -27,30 +27,14 @@ class Phase:
     worker: str
     nodeid: str
     seconds: float
-    group: str | None = None  # None: read from the node id
+    group: str
 
 
 def group_of_report(report: pytest.TestReport) -> str:
-    """The group a worker wrote into ``report``'s user properties, else the node id's."""
+    """The group a worker wrote into ``report``'s user properties, or :data:`NO_GROUP`."""
     for name, value in report.user_properties:
         if name == GROUP_PROPERTY:
             return str(value)
-    return group_of(report.nodeid)
-
-
-def group_of(nodeid: str) -> str:
-    """The xdist group a node id names (``path::test@group``), or :data:`NO_GROUP`."""
-    # the first @ outside the test's [parameters] (which may hold an @ of their own); the
-    # group itself may hold anything, e.g. `class:tests/x.py::TestY`
-    depth = 0
-    for i in range(max(nodeid.find("::"), 0), len(nodeid)):
-        char = nodeid[i]
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        elif char == "@" and depth == 0:
-            return nodeid[i + 1 :] or NO_GROUP
     return NO_GROUP
 
 
@@ -63,9 +47,8 @@ def summary(phases: Iterable[Phase], shown: int = SHOWN_GROUPS) -> list[str]:
     for phase in phases:
         busy[phase.worker] += phase.seconds
         tests[phase.worker].add(phase.nodeid)
-        group = phase.group if phase.group is not None else group_of(phase.nodeid)
-        groups[group] += phase.seconds
-        members[group].add(phase.nodeid)
+        groups[phase.group] += phase.seconds
+        members[phase.group].add(phase.nodeid)
     if not busy:
         return []
     lines = ["busy time per worker (setup + call + teardown):"]
@@ -87,8 +70,8 @@ class WorkerLoad:
         node = getattr(report, "node", None)  # the worker's controller: set under xdist only
         gateway = getattr(node, "gateway", None)
         if gateway is not None:
-            group = group_of_report(report)
-            self.phases.append(Phase(str(gateway.id), report.nodeid, report.duration, group))
+            phase = Phase(str(gateway.id), report.nodeid, report.duration, group_of_report(report))
+            self.phases.append(phase)
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
