@@ -49,3 +49,10 @@ class StackPorts:
             "--commands-http-port", str(self.commands_http),
             "--api-port", str(self.api_http),
         ]  # fmt: skip
+
+
+def running_pid(status_line: str) -> int | None:
+    """The pid in an `iot-stack status` line (`... running (pid N)`), None when not running."""
+    if "running (pid " not in status_line:
+        return None
+    return int(status_line.split("running (pid ", 1)[1].split(")", 1)[0])

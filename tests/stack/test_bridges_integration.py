@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.stack.stack_ports import StackPorts
+from tests.stack.stack_ports import StackPorts, running_pid
 
 pytestmark = pytest.mark.integration
 
@@ -88,10 +88,6 @@ def _wait(check: object, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def _pid(line: str) -> int | None:
-    return int(line.split("pid ")[1].split(")", maxsplit=1)[0]) if "running (pid" in line else None
-
-
 def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[str, float]]:
     """`up --bridges 2`, the simulator at QoS 1 (optionally `kill -9` of bridge-2 mid-run),
     then the verifier's report and each bridge's acknowledged count; `down` at the end."""
@@ -141,11 +137,11 @@ def _shared_run(tmp_path: Path, kill_one: bool) -> tuple[dict[str, Any], dict[st
         try:
             if kill_one:
                 _wait(lambda: _acked(ports["bridge-2"]) > 100, 60, "bridge-2 taking part")
-                victim = _pid(status["bridge-2"])
+                victim = running_pid(status["bridge-2"])
                 assert victim is not None
                 os.kill(victim, signal.SIGKILL)
                 _wait(
-                    lambda: _pid(_status(args, env)["bridge-2"]) not in (None, victim),
+                    lambda: running_pid(_status(args, env)["bridge-2"]) not in (None, victim),
                     30,
                     "bridge-2 restarted by the supervisor",
                 )

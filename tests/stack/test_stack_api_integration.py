@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from stack.ports import free_port, free_ports
 from tests.plugins.jvm_options import environ_without_settings
-from tests.stack.stack_ports import StackPorts
+from tests.stack.stack_ports import StackPorts, running_pid
 
 pytestmark = pytest.mark.integration
 
@@ -68,10 +68,6 @@ def _api_line(args: list[str], env: dict[str, str]) -> str:
     status = _run("stack.cli", ["status", *args], env)
     [line] = [ln for ln in status.stdout.splitlines() if ln.startswith("api ")]
     return line
-
-
-def _pid(line: str) -> int | None:
-    return int(line.split("pid ")[1].split(")", maxsplit=1)[0]) if "pid " in line else None
 
 
 def _values(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[bytes]:
@@ -136,10 +132,12 @@ def test_up_serves_iot_api_with_registry_auth_and_restarts_it(tmp_path: Path) ->
         assert values == [1, 2]
 
         # kill -9: the supervisor starts a new one, which serves again
-        old = _pid(line)
+        old = running_pid(line)
         assert old is not None
         os.kill(old, signal.SIGKILL)
-        back = _wait(lambda: _pid(_api_line(args, env)) not in (None, old), 60, "api restarted")
+        back = _wait(
+            lambda: running_pid(_api_line(args, env)) not in (None, old), 60, "api restarted"
+        )
         assert "restarts 1 (last: killed by SIGKILL)" in _api_line(args, env)
         ready = _wait(lambda: _http(f"{url}/readyz")[0] == 200, 120, "api ready again")
         print(f"api back in {back:.1f} s, ready {ready:.1f} s later")
