@@ -271,7 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(cli_certs.normalise_argv(sys.argv[1:] if argv is None else argv))
     if args.area == "mosquitto-init":
         return _mosquitto_init(args)
-    cfg = RegistryConfig.from_args(args)
+    try:
+        cfg = RegistryConfig.from_args(args)
+    except RegistryError as exc:
+        print(f"iot-devices: {exc}", file=sys.stderr)
+        return 2
     if args.area in ("ca", "cert") and not cli_certs.needs_kafka(args):
         try:
             return cli_certs.run_offline(args, cfg)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from registry.errors import RegistryError
 from registry.kafka_store import AUDIT_TOPIC, REGISTRY_TOPIC
 
 
@@ -47,7 +48,10 @@ def _kafka_security(args: argparse.Namespace) -> dict[str, str]:
         return {}
     conf = {"security.protocol": protocol}
     if protocol.startswith("SASL"):
-        lines = Path(args.kafka_sasl_password_file).read_text().splitlines()
+        try:
+            lines = Path(args.kafka_sasl_password_file).read_text().splitlines()
+        except OSError as exc:  # a one-line error, not a traceback (the CLI prints it)
+            raise RegistryError(f"kafka_sasl_password_file: {exc}") from exc
         conf |= {
             "sasl.mechanism": args.kafka_sasl_mechanism.upper(),
             "sasl.username": args.kafka_sasl_username,

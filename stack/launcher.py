@@ -271,7 +271,7 @@ class Stack(AppServices, MqttTier):
             # the processes the last `up` started, whatever flags `status` was given (an
             # `up --commands-mode inline` has no `commands` process to miss)
             apps = {name for name, _ in self._all_known() if not is_server(name)}
-            wanted = (wanted - apps) | (apps & set(recorded))
+            wanted = (wanted - apps) | (apps & set(recorded)) | self.recorded_tier_names()
             if recorded.get("kafka_nodes") == "external":
                 wanted.discard("kafka")  # `up --kafka-bootstrap` started no broker
         state = self.supervisor.link.state()

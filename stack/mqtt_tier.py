@@ -11,7 +11,7 @@ from typing import Protocol
 from registry.dynsec_plan import Command
 from stack.config import StackConfig
 from stack.haproxy_server import HaproxyServer
-from stack.mosquitto_server import MosquittoServer
+from stack.mosquitto_server import MosquittoServer, shard_name
 from stack.mqtt_shards import shard_ports
 from stack.process import ManagedProcess
 from stack.supervisor_link import SupervisorLink
@@ -50,14 +50,17 @@ class MqttTier:
         """The MQTT tier as `down`/`status` must find it: also the shards and HAProxy an
         earlier `up --mqtt-shards N` left pid files for, whatever this call's flags."""
         names = [path.stem for path in self.config.run_dir.glob("mosquitto-*.pid")]
-        seen = sorted({int(n[10:]) for n in names if n[10:].isdigit() and int(n[10:]) >= 2})
+        # a shard the supervisor is restarting has no pid file: the recorded count names it too
+        recorded = len(self.recorded_shard_ports())
+        found = {int(n[10:]) for n in names if n[10:].isdigit()} | set(range(1, recorded + 1))
+        seen = sorted(i for i in found if i >= 2)
         ours = dict(self.mqtt_tier())
         more: list[tuple[str, Service]] = [
             (s.name, s)
             for s in (MosquittoServer(self.config, i) for i in seen)
             if s.name not in ours
         ]
-        if not self.mqtt_shards and self.haproxy.process.record() is not None:
+        if not self.mqtt_shards and (recorded or self.haproxy.process.record() is not None):
             more.append(("haproxy", self.haproxy))
         return [*self.mqtt_tier(), *more]
 
@@ -88,6 +91,12 @@ class MqttTier:
             shards = len(self.recorded_shard_ports()) or self.config.mqtt_shards
             return f"{self.config.mqtt_url} -> {shards} MQTT shards"
         return None
+
+    def recorded_tier_names(self) -> set[str]:
+        """The shards and HAProxy the last `up --mqtt-shards N` started (none: one Mosquitto),
+        which `status` must list even while one is down."""
+        shards = len(self.recorded_shard_ports())
+        return {shard_name(i) for i in range(1, shards + 1)} | {"haproxy"} if shards else set()
 
 
 def is_server(name: str) -> bool:

@@ -27,6 +27,21 @@ def test_help_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
         main(["account", "create", "x", "--role", "wizard"])
 
 
+def test_a_missing_kafka_password_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "kafka" / "registry.secret"
+    code = main([
+        "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-username", "registry",
+        "--kafka-sasl-password-file", str(missing), "tenant", "list",
+    ])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iot-devices: kafka_sasl_password_file: "), err
+    assert str(missing) in err
+    assert "Traceback" not in err
+
+
 def test_mosquitto_init_never_overwrites(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

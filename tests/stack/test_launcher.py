@@ -303,3 +303,15 @@ def test_iot_amqp_is_started_with_amqp_and_logs_devices_in_against_the_registry(
     anonymous = _stack(tmp_path, insecure_anonymous=True).amqp().env
     assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
     assert "IOT_REGISTRY_AUTH" not in anonymous
+
+
+def test_status_lists_every_recorded_shard_even_one_with_no_pid_file(tmp_path: Path) -> None:
+    # a shard the supervisor is restarting after a kill -9 has no pid file for a moment:
+    # `status` (no --mqtt-shards) still lists it, as not running, from what `up` recorded
+    (tmp_path / "stack.json").write_text(
+        json.dumps({"mqtt": "x", "kafka": "y", "mqtt_shards": "2"})
+    )
+    stack = _stack(tmp_path, with_bridge=False, with_api=False)
+    names = [st.name for st in stack.status()]
+    assert names[:3] == ["mosquitto", "mosquitto-2", "haproxy"], names
+    assert [name for name, _ in stack.mqtt_tier_known()] == ["mosquitto", "mosquitto-2", "haproxy"]
