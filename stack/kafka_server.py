@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from string import Template
 
-from stack import kafka_auth, paths
+from stack import kafka_auth, kafka_cds, paths
 from stack.config import StackConfig
 from stack.errors import StackError
 from stack.kafka_layout import Replication, quorum_voters
@@ -164,6 +164,7 @@ class KafkaServer:
                 # from 2.8 to 1.8 s (measured), no optimising compiler to pay for
                 "-XX:TieredStopAtLevel=1",
                 "-XX:+UseSerialGC",
+                *kafka_cds.use_options(self.config.kafka_jvm_options),
                 "-cp",
                 broker_classpath(),
                 "kafka.tools.StorageTool",
@@ -195,6 +196,7 @@ class KafkaServer:
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
+            *kafka_cds.use_options(self.config.kafka_jvm_options),
             *shlex.split(self.config.kafka_jvm_options),
             f"-Dlog4j2.configurationFile={paths.kafka_config_dir() / 'log4j2.xml'}",
             f"-Dkafka.logs.dir={self.config.log_dir}",
