@@ -61,6 +61,10 @@ _setting = appsettings.setting
 env_name = appsettings.env_name  # the environment variable of a setting
 
 
+# the job's tables (spark_jobs.schemas.TABLES, which imports pyspark: a test keeps them equal)
+TABLE_NAMES = ("device_minute", "fleet_minute", "anomalies", "device_status", "rejects")
+
+
 @dataclass(frozen=True, slots=True)
 class AnalyticsConfig:
     """All analytics settings. Build with :meth:`load` (defaults < ``IOT_*`` env < overrides)."""
@@ -147,6 +151,11 @@ class AnalyticsConfig:
         ("temperature", "humidity", "battery", "vibration"),
         "Metric names with their own columns in the tables (comma-separated in the env).",
     )
+    tables: tuple[str, ...] = _setting(
+        TABLE_NAMES,
+        "The tables the job writes (comma-separated in the env; default all five); a table "
+        "left out has no query, which saves its share of the job's CPU.",
+    )
     delta_upkeep_interval_s: float = _setting(
         3600.0,
         "Seconds between two compactions (OPTIMIZE) and VACUUMs of each table, run by the job "
@@ -210,6 +219,8 @@ class AnalyticsConfig:
         for metric in self.metrics:
             if not _METRIC_RE.match(metric):
                 raise ConfigError(f"bad metric name {metric!r} (letters, digits, _)")
+        if not self.tables or set(self.tables) - set(TABLE_NAMES):
+            raise ConfigError(f"tables must name some of {', '.join(TABLE_NAMES)}")
         if self.max_offsets_per_trigger < 0:
             raise ConfigError("max_offsets_per_trigger must be >= 0")
         if self.anomaly_min_history < 2 or self.anomaly_history < self.anomaly_min_history:

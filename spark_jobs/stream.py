@@ -184,7 +184,7 @@ def query_builders(
         )
 
     tenant = tenants.TENANT_COLUMN
-    return {
+    every = {
         schemas.DEVICE_MINUTE: merged(
             schemas.DEVICE_MINUTE,
             [tenant, "device_id", "window_start"],
@@ -204,12 +204,13 @@ def query_builders(
         schemas.REJECTS: append(schemas.REJECTS, lambda: transforms.rejects(telemetry())),
         schemas.DEVICE_STATUS: device_status,
     }
+    return {name: start for name, start in every.items() if name in cfg.tables}
 
 
 def start_queries(
     spark: SparkSession, cfg: AnalyticsConfig, *, available_now: bool
 ) -> list[StreamingQuery]:
-    """Start the job's five queries; returns them running."""
+    """Start the job's queries (one per table of ``cfg.tables``); returns them running."""
     return [start() for start in query_builders(spark, cfg, available_now=available_now).values()]
 
 

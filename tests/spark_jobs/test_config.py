@@ -33,6 +33,7 @@ def test_env_then_overrides() -> None:
         "IOT_WAREHOUSE_DIR": "/w",
         "IOT_CHECKPOINT_DIR": "/c",
         "IOT_SPARK_JARS_DIR": "/jars",
+        "IOT_TABLES": "device_minute, rejects",
     }
     cfg = AnalyticsConfig.load(env=env, shuffle_partitions=3, spark_master=None)
     assert cfg.kafka_bootstrap == "k:1"
@@ -44,6 +45,7 @@ def test_env_then_overrides() -> None:
     assert cfg.checkpoint_path("device_minute") == Path("/c/device_minute")
     assert cfg.spark_jars_dir == Path("/jars")
     assert cfg.jars() == []  # no such folder
+    assert cfg.tables == ("device_minute", "rejects")
 
 
 @pytest.mark.parametrize(
@@ -57,6 +59,8 @@ def test_env_then_overrides() -> None:
         ({}, {"metrics": ("ok", "bad name")}),
         ({}, {"anomaly_min_history": 50, "anomaly_history": 10}),
         ({}, {"silence_s": 0.0}),
+        ({"IOT_TABLES": "device_minute,no_such_table"}, {}),
+        ({}, {"tables": ()}),
         ({}, {"no_such_setting": 1}),
     ],
 )
@@ -179,3 +183,9 @@ def test_jars_dir_follows_iot_home_as_the_launcher_does() -> None:
     assert cfg.spark_jars_dir == Path("/opt/iot/kafka/spark-connector/libs")
     explicit = AnalyticsConfig.load(env={"IOT_HOME": "/opt/iot", "IOT_SPARK_JARS_DIR": "/jars"})
     assert explicit.spark_jars_dir == Path("/jars")
+
+
+def test_the_tables_setting_names_the_tables_the_job_writes() -> None:
+    from spark_jobs import schemas
+
+    assert set(AnalyticsConfig.load(env={}).tables) == set(schemas.TABLES)
