@@ -76,6 +76,11 @@ class AnalyticsConfig:
         "standalone cluster, e.g. the one `iot-stack up --spark-workers N` starts).",
     )
     spark_driver_memory: str = _setting("1g", "Spark driver memory (spark.driver.memory).")
+    spark_driver_java_options: str = _setting(
+        "",
+        "Extra JVM options of the Spark driver (spark.driver.extraJavaOptions); e.g. "
+        "-XX:TieredStopAtLevel=1 halves a short job's CPU (the tests use it).",
+    )
     spark_driver_host: str = _setting(
         "",
         "Address the executors reach the driver by (spark.driver.host; a cluster only). "
@@ -299,6 +304,8 @@ class AnalyticsConfig:
             "spark.sql.streaming.metricsEnabled": "true",
             "spark.sql.execution.arrow.pyspark.enabled": "true",
         }
+        if self.spark_driver_java_options:
+            conf["spark.driver.extraJavaOptions"] = self.spark_driver_java_options
         if self.spark_ui_port:
             conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(self.spark_ui_port)}
         else:

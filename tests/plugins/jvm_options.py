@@ -1,14 +1,15 @@
-"""The tests' Kafka brokers run C1-compiled only (`IOT_KAFKA_JVM_OPTS`, stack/settings.py): a
-test broker lives for seconds to minutes, where the optimising compiler costs more CPU than it
-saves. Measured on the 2-core machine (load 6-9, 2026-11-28): CPU to ready 2.9-3.3 s against
-5.4-6.3 s, and 2.4-2.8 s against 3.7-4.1 s for 300,000 records produced and consumed after it;
-the suite starts about 40 brokers. Benchmarks and the product keep the JVM's default.
+"""The tests' Kafka brokers (`IOT_KAFKA_JVM_OPTS`, stack/settings.py) and Spark drivers
+(`IOT_SPARK_DRIVER_JAVA_OPTIONS`, spark_jobs/config.py) run C1-compiled only: a test's JVM lives
+for seconds to minutes, where the optimising compiler costs more CPU than it saves. Measured on
+the 2-core machine (load 6-9, 2026-11-28): a broker's CPU to ready 2.9-3.3 s against 5.4-6.3 s,
+and 2.4-2.8 s against 3.7-4.1 s for 300,000 records produced and consumed after it; the suite
+starts about 60 brokers. Benchmarks and the product keep the JVM's default.
 
 Imported by tests/conftest.py, so set in every pytest process (controller and xdist workers)
-before any test; the fixtures' StackConfig.servers_on_free_ports does not read the environment,
-so they pass :func:`kafka_jvm_options` themselves. The tests that run a service or `iot-stack
-up` with the operator's IOT_* settings stripped from its environment keep this one setting
-(:func:`environ_without_settings`), so their brokers run C1 too."""
+before any test; the fixtures' StackConfig.servers_on_free_ports and the `spark` fixture do not
+read the environment, so they pass these values themselves. The tests that run a service or
+`iot-stack up` with the operator's IOT_* settings stripped from its environment keep these
+two settings (:func:`environ_without_settings`), so their JVMs run C1 too."""
 
 from __future__ import annotations
 
@@ -17,14 +18,25 @@ from collections.abc import Mapping
 
 TEST_KAFKA_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 KAFKA_JVM_OPTIONS_ENV = "IOT_KAFKA_JVM_OPTS"
+# The tests' Spark drivers too (the `spark` fixture, `iot-analytics` jobs the tests start, the
+# stacks' analytics): a session that writes and reads a small Delta table took 31-33 CPU-s
+# against 60-65 with the optimising compiler (load 20-50, 2026-11-28)
+TEST_SPARK_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+SPARK_DRIVER_JAVA_OPTIONS_ENV = "IOT_SPARK_DRIVER_JAVA_OPTIONS"
 
 # an operator's own value in the environment wins
 os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, TEST_KAFKA_JVM_OPTIONS)
+os.environ.setdefault(SPARK_DRIVER_JAVA_OPTIONS_ENV, TEST_SPARK_DRIVER_JAVA_OPTIONS)
 
 
 def kafka_jvm_options() -> str:
     """What this run's test brokers use."""
     return os.environ.get(KAFKA_JVM_OPTIONS_ENV, TEST_KAFKA_JVM_OPTIONS)
+
+
+def spark_driver_java_options() -> str:
+    """What this run's Spark drivers use."""
+    return os.environ.get(SPARK_DRIVER_JAVA_OPTIONS_ENV, TEST_SPARK_DRIVER_JAVA_OPTIONS)
 
 
 def environ_without_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -34,4 +46,5 @@ def environ_without_settings(environ: Mapping[str, str] | None = None) -> dict[s
     source = os.environ if environ is None else environ
     kept = {k: v for k, v in source.items() if not k.startswith("IOT_")}
     kept[KAFKA_JVM_OPTIONS_ENV] = kafka_jvm_options()
+    kept[SPARK_DRIVER_JAVA_OPTIONS_ENV] = spark_driver_java_options()
     return kept

@@ -11,12 +11,17 @@ from typing import Any
 import pytest
 
 from spark_jobs.config import AnalyticsConfig
+from tests.plugins.jvm_options import spark_driver_java_options
 
 
 @pytest.fixture(scope="session")
 def spark_config() -> AnalyticsConfig:
     return AnalyticsConfig.load(
-        env={}, spark_master="local[2]", shuffle_partitions=2, spark_driver_memory="1g"
+        env={},
+        spark_master="local[2]",
+        shuffle_partitions=2,
+        spark_driver_memory="1g",
+        spark_driver_java_options=spark_driver_java_options(),
     )
 
 

@@ -117,6 +117,13 @@ def test_rejects_bad_spark_resources(overrides: dict[str, object]) -> None:
         AnalyticsConfig.load(env={}, **overrides)
 
 
+def test_driver_java_options_only_when_set() -> None:
+    assert "spark.driver.extraJavaOptions" not in AnalyticsConfig.load(env={}).spark_conf()
+    env = {"IOT_SPARK_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
+    conf = AnalyticsConfig.load(env=env).spark_conf()
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+
+
 def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
     cfg = AnalyticsConfig.load(env={}, spark_master="local[2]", spark_driver_memory="768m")
     conf = cfg.spark_conf([Path("/j/a.jar"), Path("/j/b.jar")], "/venv/bin/python")

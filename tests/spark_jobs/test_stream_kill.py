@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.plugins.jvm_options import environ_without_settings
 from tests.spark_jobs.test_kafka_e2e import _device_minute
 from tests.spark_jobs.test_stream_recovery import WATERMARK_MINUTES, Load, _wait
 
@@ -60,7 +61,7 @@ def test_kill_9_of_the_job_mid_batch_then_restart_counts_every_minute_once(
     presence = topic_factory(prefix="kill-presence", partitions=3, compacted=True)
     warehouse = tmp_path / "warehouse"
     checkpoint = warehouse / "_checkpoints" / "device_minute"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")} | {
+    env = environ_without_settings() | {
         "PYTHONPATH": str(ROOT),
         "IOT_SPARK_DRIVER_MEMORY": "512m",
         "IOT_SHUFFLE_PARTITIONS": "2",
