@@ -11,6 +11,7 @@ from registry.kafka_store import REGISTRY_TOPIC
 from stack import kafka_auth
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
+from stack.kafka_server import KafkaServer
 from stack.mosquitto_server import MosquittoServer
 from stack.provisioning import account_login
 from stack.secret_files import account_secret, admin_secret, device_credentials
@@ -28,6 +29,19 @@ class AppServices:
     config: StackConfig
     link: SupervisorLink | None
     mosquitto: MosquittoServer
+    mqtt_shards: list[MosquittoServer]
+
+    @property
+    def kafka_nodes(self) -> list[KafkaServer]:
+        raise NotImplementedError  # the launcher's Stack knows its Kafka nodes
+
+    def store_dirs(self) -> str:
+        """The bridge's `store_dirs`: each local Kafka node's log dir and each Mosquitto's
+        store, whose full disk the first bridge shows on /metrics (docs/operations.md)."""
+        kafka = [] if self.config.external_kafka else self.kafka_nodes
+        stores = [(k.name, k.log_dirs) for k in kafka]
+        stores += [(m.name, m.home) for m in (self.mqtt_shards or [self.mosquitto])]
+        return ",".join(f"{name}={path}" for name, path in stores)
 
     # -- the services, in start order ----------------------------------------------------------
     def _http_service(
@@ -107,6 +121,8 @@ class AppServices:
         if index <= 1 and not cfg.insecure_anonymous:
             # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
             env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
+        if index <= 1:
+            env["IOT_STORE_DIRS"] = self.store_dirs()  # one bridge exports them, not each
         if sharded:
             # bridge-i reads shard i alone, on its own port: one subscription per shard, so
             # a device's messages keep their order into Kafka, as with one Mosquitto
