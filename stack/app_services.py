@@ -4,8 +4,10 @@ simulated devices, each with the argv and environment it runs with."""
 
 from __future__ import annotations
 
+import os
 import sys
 
+from bridge.stores import describe, is_full, parse_store_dirs
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
 from stack import kafka_auth
@@ -42,6 +44,20 @@ class AppServices:
         stores = [(k.name, k.log_dirs) for k in kafka]
         stores += [(m.name, m.home) for m in (self.mqtt_shards or [self.mosquitto])]
         return ",".join(f"{name}={path}" for name, path in stores)
+
+    def full_stores(self) -> list[str]:
+        """`status`'s warnings: each of those data dirs whose disk is full, named as the
+        bridge's gauge and the console name it (``kafka: disk full (...: 0 bytes free)``)."""
+        full = []
+        for name, path in parse_store_dirs(self.store_dirs()).items():
+            try:
+                stat = os.statvfs(path)
+            except OSError:  # not made yet (never started)
+                continue
+            free = stat.f_bavail * stat.f_frsize
+            if is_full(free, stat.f_blocks * stat.f_frsize):
+                full.append(describe(name, path, free))
+        return full
 
     # -- the services, in start order ----------------------------------------------------------
     def _http_service(

@@ -122,3 +122,15 @@ def test_the_first_bridge_watches_kafkas_log_dir_and_mosquittos_store(tmp_path: 
         *(f"kafka-{i}={tmp_path / 'kafka' / f'node-{i}' / 'data'}" for i in (1, 2, 3)),
         *(f"mosquitto{s}={tmp_path / f'mosquitto{s}'}" for s in ("", "-2")),
     ]
+
+
+def test_status_warns_of_a_full_data_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka, mosquitto = tmp_path / "kafka" / "data", tmp_path / "mosquitto"
+    sizes = {str(kafka): (0, 1 << 30), str(mosquitto): (1 << 30, 1 << 31)}  # free, size
+
+    class Stat:
+        def __init__(self, free: int, size: int) -> None:
+            self.f_bavail, self.f_blocks, self.f_frsize = free // 4096, size // 4096, 4096
+
+    monkeypatch.setattr("stack.app_services.os.statvfs", lambda p: Stat(*sizes[str(p)]))
+    assert _stack(tmp_path).full_stores() == [f"kafka: disk full ({kafka}: 0 bytes free)"]
