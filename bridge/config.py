@@ -22,6 +22,7 @@ from appconfig import kafka_security
 from appconfig import settings as appsettings
 from bridge.errors import ConfigError
 from bridge.quota import parse_rates
+from bridge.stores import parse_store_dirs
 
 _LOG_LEVELS = appsettings.LOG_LEVELS
 _LOG_FORMATS = ("auto", "json", "text")
@@ -146,6 +147,13 @@ class BridgeConfig:
         "The JSON file Mosquitto's metrics plugin writes (refused log-ins and publishes per user "
         "name; iot-stack sets it for the first bridge); exported per tenant. Empty: none.",
     )
+    store_dirs: str = _setting(
+        "",
+        "Data dirs on this host whose free space /metrics exports, name=path,... "
+        "(iot_bridge_store_free_bytes, iot_bridge_store_full; iot-stack sets Kafka's and "
+        "Mosquitto's for the first bridge, and the console's Overview shows a full one). "
+        "Empty: none.",
+    )
     tenant_quotas: str = _setting(
         "",
         "Static per-tenant message-rate quotas, tenant=msgs_per_s,...; the registry's quota "
@@ -247,6 +255,10 @@ class BridgeConfig:
             parse_rates(self.tenant_quotas)
         except ValueError as exc:
             need(False, f"tenant_quotas: {exc}")
+        try:
+            parse_store_dirs(self.store_dirs)
+        except ValueError as exc:
+            need(False, f"store_dirs: {exc}")
         need(self.tenant_refresh_s > 0, "tenant_refresh_s must be > 0")
         need(self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1")
         need(self.pending_max_messages >= 1, "pending_max_messages must be >= 1")

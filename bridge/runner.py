@@ -56,6 +56,11 @@ async def serve(cfg: BridgeConfig, side: SidePathFactory | None = None) -> int:
 
         path = Path(cfg.mqtt_auth_metrics_file)
         registry.register(BrokerAuthCollector(path, lambda: bridge.ready_tenants))
+    if cfg.store_dirs:
+        from bridge.store_watch import StoreCollector
+        from bridge.stores import parse_store_dirs
+
+        registry.register(StoreCollector(parse_store_dirs(cfg.store_dirs)))
     http = HealthServer(
         cfg.http_host,
         cfg.http_port,

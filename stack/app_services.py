@@ -4,13 +4,16 @@ simulated devices, each with the argv and environment it runs with."""
 
 from __future__ import annotations
 
+import os
 import sys
 
+from bridge.stores import describe, is_full, parse_store_dirs
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
 from stack import kafka_auth
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
+from stack.kafka_server import KafkaServer
 from stack.mosquitto_server import MosquittoServer
 from stack.provisioning import account_login
 from stack.secret_files import account_secret, admin_secret, device_credentials
@@ -28,6 +31,33 @@ class AppServices:
     config: StackConfig
     link: SupervisorLink | None
     mosquitto: MosquittoServer
+    mqtt_shards: list[MosquittoServer]
+
+    @property
+    def kafka_nodes(self) -> list[KafkaServer]:
+        raise NotImplementedError  # the launcher's Stack knows its Kafka nodes
+
+    def store_dirs(self) -> str:
+        """The bridge's `store_dirs`: each local Kafka node's log dir and each Mosquitto's
+        store, whose full disk the first bridge shows on /metrics (docs/operations.md)."""
+        kafka = [] if self.config.external_kafka else self.kafka_nodes
+        stores = [(k.name, k.log_dirs) for k in kafka]
+        stores += [(m.name, m.home) for m in (self.mqtt_shards or [self.mosquitto])]
+        return ",".join(f"{name}={path}" for name, path in stores)
+
+    def full_stores(self) -> list[str]:
+        """`status`'s warnings: each of those data dirs whose disk is full, named as the
+        bridge's gauge and the console name it (``kafka: disk full (...: 0 bytes free)``)."""
+        full = []
+        for name, path in parse_store_dirs(self.store_dirs()).items():
+            try:
+                stat = os.statvfs(path)
+            except OSError:  # not made yet (never started)
+                continue
+            free = stat.f_bavail * stat.f_frsize
+            if is_full(free, stat.f_blocks * stat.f_frsize):
+                full.append(describe(name, path, free))
+        return full
 
     # -- the services, in start order ----------------------------------------------------------
     def _http_service(
@@ -107,6 +137,8 @@ class AppServices:
         if index <= 1 and not cfg.insecure_anonymous:
             # Mosquitto's refused log-ins and publishes: one bridge exports them, not each
             env["IOT_MQTT_AUTH_METRICS_FILE"] = str(self.mosquitto.auth_metrics_path)
+        if index <= 1:
+            env["IOT_STORE_DIRS"] = self.store_dirs()  # one bridge exports them, not each
         if sharded:
             # bridge-i reads shard i alone, on its own port: one subscription per shard, so
             # a device's messages keep their order into Kafka, as with one Mosquitto

@@ -350,6 +350,8 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"WARNING: mqtt_auth {auth}: Mosquitto accepts anonymous clients")
     for st in statuses:
         print(f"{st.name:10} {st.state:22} {st.supervision:32} {st.endpoint}".rstrip())
+    for full in stack.full_stores():  # Kafka exits on it, Mosquitto's saves fail
+        _say(f'WARNING: {full} (docs/operations.md, "A full disk")')
     if any(st.name == "mosquitto" and st.running for st in statuses):
         _edge_sites(stack.config)
     if stack.recorded_kafka_nodes() is not None:  # a cluster, or an external one

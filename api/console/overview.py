@@ -134,6 +134,13 @@ def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
             "tenants": _tenants(b, pb, dt),
         }
     acked = total(b, "iot_bridge_acked")
+    # the data dirs the bridge watches (store_dirs): {store: free bytes} of the full ones
+    free = by_labels(b, "iot_bridge_store_free_bytes", "store")
+    out["disk_full"] = {
+        store: free.get((store,), 0.0)
+        for (store,), v in sorted(by_labels(b, "iot_bridge_store_full", "store").items())
+        if v > 0
+    }
     out["bridge_pending"] = max(0.0, received - produced - sum(dlq.values())) if b else None
     count = total(b, "iot_bridge_produce_latency_seconds_count")
     lat = total(b, "iot_bridge_produce_latency_seconds_sum")

@@ -90,9 +90,15 @@ class Sampler:
             http_in=self.http_in(),
         )
         point = self.history.add(sample)
+        # a full log dir stops Kafka (it exits): the bridge's store_dirs gauges say why
+        full = [
+            f"{store}: disk full ({free:,.0f} bytes free)"
+            for store, free in point["disk_full"].items()
+            if store.startswith("kafka")
+        ]
         self.latest = {
             "point": point,
-            "kafka": {"up": kafka_up, "error": self.kafka_error},
+            "kafka": {"up": kafka_up, "error": "; ".join(full) or self.kafka_error},
             "groups": [{"group": g["group"], "total_lag": g["total_lag"], "state": g["state"]}
                        | ({"error": g["error"]} if g.get("error") else {}) for g in self.groups],
         }  # fmt: skip

@@ -65,23 +65,42 @@ def restart(stack: ChaosStack, service: str) -> None:
 
 def disk_full(stack: ChaosStack, service: str) -> None:
     """Fill the service's tmpfs data dir for DISK_FULL_S, then free it."""
+    filler = fill(stack, service)
+    try:
+        time.sleep(DISK_FULL_S)  # the fault's length: the disk full for 30 s
+    finally:
+        filler.unlink(missing_ok=True)  # space returned
+
+
+def fill(stack: ChaosStack, service: str) -> Path:
+    """Fill the service's tmpfs data dir to the last byte; the filler file, whose removal gives
+    the space back (FaultError if the dir is no tmpfs mount of this stack)."""
     mount = stack.mounts.get(service)
     if mount is None:
         raise FaultError(f"{service}'s data dir is no tmpfs mount (run as root to get one)")
+    if not os.path.ismount(mount):  # never fill the disk the dir would otherwise be on
+        raise FaultError(f"{service}'s data dir {mount} is not mounted")
     filler = Path(mount) / FILLER
     try:
         stat = os.statvfs(mount)
         free = stat.f_bavail * stat.f_frsize
         subprocess.run(["fallocate", "-l", str(free), str(filler)], capture_output=True,
                        check=False)  # fmt: skip
-        # whatever fallocate left (rounding), taken by a plain write until ENOSPC
+        # whatever fallocate left (rounding, or all of it where tmpfs refused the size at
+        # once), taken by plain writes until ENOSPC
         with contextlib.suppress(OSError), filler.open("ab") as f:
+            block = b"\0" * (1 << 20)
             while True:
-                f.write(b"\0" * 65536)
+                f.write(block)
                 f.flush()
-        time.sleep(DISK_FULL_S)  # the fault's length: the disk full for 30 s
-    finally:
+        with contextlib.suppress(OSError), filler.open("ab") as f:
+            while True:  # the last partial MiB
+                f.write(b"\0" * 4096)
+                f.flush()
+    except BaseException:
         filler.unlink(missing_ok=True)
+        raise
+    return filler
 
 
 def _supervisor_kill(stack: ChaosStack) -> None:

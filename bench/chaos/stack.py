@@ -100,8 +100,20 @@ def _mount_tmpfs(path: Path, size_mb: int) -> bool:
     return done.returncode == 0
 
 
-def up(work_dir: Path, *, analytics: bool, disk: bool, devices: int = 4) -> ChaosStack:
-    """`iot-stack up` in ``work_dir`` and the run's logins; raises RuntimeError if it fails."""
+DISK_MB = {"kafka": 1024, "mosquitto": 64}  # the tmpfs data dirs' sizes (disk=True)
+
+
+def up(
+    work_dir: Path,
+    *,
+    analytics: bool,
+    disk: bool,
+    devices: int = 4,
+    disk_mb: dict[str, int] | None = None,
+) -> ChaosStack:
+    """`iot-stack up` in ``work_dir`` and the run's logins; raises RuntimeError if it fails.
+    ``disk``: Kafka's and Mosquitto's data dirs on tmpfs mounts of ``disk_mb`` (DISK_MB) MiB
+    when the machine allows it (root); :func:`down` unmounts them."""
     names = ["mqtt", "mqtt_tls", "kafka", "controller", "bridge", "commands", "api", "analytics"]
     stack = ChaosStack((work_dir / "var").resolve(), dict(zip(names, free_ports(8), strict=True)),
                        analytics, {})  # fmt: skip
@@ -115,8 +127,9 @@ def up(work_dir: Path, *, analytics: bool, disk: bool, devices: int = 4) -> Chao
     }
     stack.env = env
     if disk:
-        for service, sub, size in (("kafka", "kafka/data", 1024), ("mosquitto", "mosquitto", 64)):
-            if _mount_tmpfs(stack.data_dir / sub, size):
+        sizes = DISK_MB | (disk_mb or {})
+        for service, sub in (("kafka", "kafka/data"), ("mosquitto", "mosquitto")):
+            if _mount_tmpfs(stack.data_dir / sub, sizes[service]):
                 stack.mounts[service] = stack.data_dir / sub
     extra = ["--console", "--commands-mode", "separate", "--partitions", "3",
              "--devices", "3", "--device-rate", "1"]  # fmt: skip

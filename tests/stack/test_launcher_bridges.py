@@ -106,3 +106,31 @@ def test_flag_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     base = ["up", "--data-dir", str(tmp_path)]
     assert _config(_parser().parse_args(base)).bridges == 2
     assert _config(_parser().parse_args([*base, "--bridges", "3"])).bridges == 3
+
+
+def test_the_first_bridge_watches_kafkas_log_dir_and_mosquittos_store(tmp_path: Path) -> None:
+    """Kafka exits on a full log dir and Mosquitto's saves fail on a full store: the first
+    bridge exports their free space (store_dirs; docs/operations.md, "A full disk")."""
+    one = _stack(tmp_path, bridges=2).bridges()
+    assert one[0].env["IOT_STORE_DIRS"] == (
+        f"kafka={tmp_path / 'kafka' / 'data'},mosquitto={tmp_path / 'mosquitto'}"
+    )
+    assert "IOT_STORE_DIRS" not in one[1].env  # one bridge exports them, not each
+    shards = _stack(tmp_path, kafka_nodes=3, mqtt_shards=2, mqtt_tls=False)
+    cluster = shards.bridges()[0].env["IOT_STORE_DIRS"]
+    assert cluster.split(",") == [
+        *(f"kafka-{i}={tmp_path / 'kafka' / f'node-{i}' / 'data'}" for i in (1, 2, 3)),
+        *(f"mosquitto{s}={tmp_path / f'mosquitto{s}'}" for s in ("", "-2")),
+    ]
+
+
+def test_status_warns_of_a_full_data_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka, mosquitto = tmp_path / "kafka" / "data", tmp_path / "mosquitto"
+    sizes = {str(kafka): (0, 1 << 30), str(mosquitto): (1 << 30, 1 << 31)}  # free, size
+
+    class Stat:
+        def __init__(self, free: int, size: int) -> None:
+            self.f_bavail, self.f_blocks, self.f_frsize = free // 4096, size // 4096, 4096
+
+    monkeypatch.setattr("stack.app_services.os.statvfs", lambda p: Stat(*sizes[str(p)]))
+    assert _stack(tmp_path).full_stores() == [f"kafka: disk full ({kafka}: 0 bytes free)"]

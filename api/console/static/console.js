@@ -166,9 +166,13 @@
       const p = points.length ? points[points.length - 1] : {};
       const up = p.up || {};
       const names = [...new Set([...data.services, "kafka", ...Object.keys(up)])];
+      const full = p.disk_full || {};
       services.replaceChildren(h("div", { class: "cards" }, names.map((n) =>
         h("div", { class: "card", "data-service": n }, h("div", { class: "label" }, n),
-          h("div", { class: "value " + (up[n] ? "up" : "down") }, up[n] ? "up" : "down")))));
+          h("div", { class: "value " + (up[n] && !(n in full) ? "up" : "down") }, n in full ? "disk full" : up[n] ? "up" : "down")))),
+        ...(Object.keys(full).length ? [h("div", { class: "error-state", role: "alert", id: "disk-full" },
+          "Disk full: " + Object.entries(full).map(([n, free]) => `${n} (${num(free, 0)} bytes free)`).join(", ") +
+          ". Kafka stops and the bridge acknowledges nothing until space returns; Mosquitto cannot save its store.")] : []));
       const dlqTotal = Object.values(p.dlq || {}).reduce((a, b) => a + b, 0);
       cards.replaceChildren(
         card("MQTT in, msgs/s", num(p.mqtt_in), "rate-mqtt-in"),

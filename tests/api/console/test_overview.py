@@ -81,3 +81,16 @@ def test_history_is_bounded() -> None:
         history.add(Sample(float(i), {"bridge": False}, {}))
     assert [p["at"] for p in history.points()] == [2.0, 3.0, 4.0]
     assert history.points()[-1]["bridge_pending"] is None  # no metrics: unknown, not zero
+
+
+def test_a_full_data_dir_the_bridge_watches_is_in_the_point() -> None:
+    stores = (
+        'iot_bridge_store_free_bytes{store="kafka",path="/k"} 0.0\n'
+        'iot_bridge_store_free_bytes{store="mosquitto",path="/m"} 5.0e+07\n'
+        'iot_bridge_store_full{store="kafka",path="/k"} 1.0\n'
+        'iot_bridge_store_full{store="mosquitto",path="/m"} 0.0\n'
+    )
+    sample = Sample(1.0, {"bridge": True}, {"bridge": parse_prometheus(BRIDGE_1 + stores)})
+    assert point(None, sample)["disk_full"] == {"kafka": 0.0}
+    quiet = Sample(1.0, {"bridge": True}, {"bridge": parse_prometheus(BRIDGE_1)})
+    assert point(None, quiet)["disk_full"] == {}
