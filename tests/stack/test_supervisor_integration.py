@@ -299,6 +299,7 @@ def _spark_drivers(data_dir: Path) -> list[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1500)  # two Spark JVMs (the job, Spark Connect): minutes on a loaded box
 def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
     ports = StackPorts.free(tmp_path)
     analytics_http, connect_tls, connect_server = free_ports(3)
