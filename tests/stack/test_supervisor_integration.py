@@ -318,7 +318,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
         up = _cli(
             ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
              "--device-rate", "2"],
-            env, timeout=400,
+            env, timeout=700,  # Kafka, the job and Spark Connect: minutes each when loaded
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
