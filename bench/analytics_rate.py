@@ -10,7 +10,8 @@ excluded), plus each query's own processed rows/s from its progress.
 
 Phase 2, freshness: devices publish ``--live-rate`` records/s with ``ts`` = now for
 ``--live-seconds`` while the job runs with ``--trigger`` and ``--watermark``; a poller reads the
-device_minute folder every 0.5 s and notes when each minute first becomes readable.
+device_minute table through its Delta log (delta-rs) every 0.5 s and notes when each minute first
+becomes readable.
 freshness = that time - the minute's end; the target is watermark + 30 s. "Keeps up" = every
 batch of device_minute finished within the trigger interval and its input rows add up to
 what was produced (no lag left over).
@@ -139,21 +140,25 @@ def capacity(
 
 
 def _minutes_seen(table: Path, seen: dict[int, float]) -> None:
-    import pyarrow.parquet as pq
+    """The minutes the Delta table holds now, through its log (delta-rs): a glob of its
+    folder would also count the files a MERGE or an OPTIMIZE replaced."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
 
-    for f in table.glob("*.parquet"):
-        try:
-            col = pq.read_table(f, columns=["window_end"]).column("window_end")
-        except (OSError, ValueError):
-            continue  # being written
-        now = time.time()
-        for v in col.to_pylist():
-            end_ms = (
-                int(v.timestamp() * 1000)
-                if v.tzinfo
-                else int(v.replace(tzinfo=dt.UTC).timestamp() * 1000)
-            )
-            seen.setdefault(end_ms, now)
+    if not any((table / "_delta_log").glob("*.json")):
+        return  # no commit yet
+    try:
+        col = DeltaTable(str(table)).to_pyarrow_table(columns=["window_end"]).column("window_end")
+    except (OSError, ValueError, DeltaError):
+        return  # a file of the version read was vacuumed meanwhile: next poll
+    now = time.time()
+    for v in col.to_pylist():
+        end_ms = (
+            int(v.timestamp() * 1000)
+            if v.tzinfo
+            else int(v.replace(tzinfo=dt.UTC).timestamp() * 1000)
+        )
+        seen.setdefault(end_ms, now)
 
 
 def freshness(

@@ -26,7 +26,7 @@ from typing import Any
 from appconfig import kafka_security
 from spark_jobs import __version__
 from spark_jobs.config import AnalyticsConfig
-from spark_jobs.errors import AnalyticsError, ConfigError
+from spark_jobs.errors import AnalyticsError, ConfigError, QueryError
 
 log = logging.getLogger("spark_jobs")
 
@@ -63,6 +63,7 @@ def _setup_logging(verbose: bool) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # pyspark logs every failed query with its whole JVM stack; the CLI reports the error itself
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # so for SQL text
 
 
 # Options whose value may start with "-": a relative time (`--since -2h`).
@@ -145,7 +146,11 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     q = sub.add_parser("sql", parents=[common], help="run a SQL query over the tables")
-    q.add_argument("query", help="Spark SQL; the tables are views named after their folders")
+    q.add_argument(
+        "query",
+        help="Spark SQL; the tables are named after their folders, Delta tables with time "
+        "travel (VERSION AS OF n, TIMESTAMP AS OF '...') and table_changes('<table>', n)",
+    )
     q.add_argument(
         "--format", choices=["table", "csv", "json"], default="table",
         help="output format (default: an aligned text table)",
@@ -280,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](cfg, args)
+    except QueryError as exc:  # a query Spark refused: a usage error, one line
+        sys.stderr.write(f"iot-analytics: error: {exc}\n")
+        return 2
     except AnalyticsError as exc:
         sys.stderr.write(f"iot-analytics: {exc}\n")
         return 1

@@ -341,6 +341,7 @@ class AnalyticsConfig:
 
 
 DELTA_JAR_PREFIX = "delta-spark_"
+CHANGE_FEED = "delta.enableChangeDataFeed"  # the table property of Delta's change data feed
 
 
 def delta_conf(partitions: int) -> dict[str, str]:
@@ -357,6 +358,9 @@ def delta_conf(partitions: int) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(4, 2 * partitions)),
         # the retention is the job's own setting (delta_retention_hours), checked there
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+        # every table the job creates keeps its change data feed (`table_changes(...)`);
+        # tables made before get it at the job's start (delta_writes.enable_change_feed)
+        f"spark.databricks.delta.properties.defaults.{CHANGE_FEED.removeprefix('delta.')}": "true",
     }
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_jobs import tenants
+from spark_jobs.config import CHANGE_FEED
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,6 +63,21 @@ def app_id(table: str, checkpoint: Path) -> str:
 
 def _quoted(path: Path) -> str:
     return "delta.`" + str(path.resolve()).replace("`", "``") + "`"
+
+
+def enable_change_feed(spark: SparkSession, warehouse: Path) -> list[str]:
+    """Turn the change data feed on for the warehouse's Delta tables that lack it (made before
+    it was the job's default, or migrated); returns their names. The feed covers the versions
+    from then on: ``table_changes`` of an earlier version is refused."""
+    turned_on = []
+    folders = sorted(warehouse.iterdir()) if warehouse.is_dir() else []
+    for table in (folder for folder in folders if is_delta(folder)):
+        props = spark.sql(f"SHOW TBLPROPERTIES {_quoted(table)}").collect()
+        if {str(row[0]): str(row[1]) for row in props}.get(CHANGE_FEED) == "true":
+            continue
+        spark.sql(f"ALTER TABLE {_quoted(table)} SET TBLPROPERTIES ({CHANGE_FEED} = true)")
+        turned_on.append(table.name)
+    return turned_on
 
 
 def append_batch(batch: DataFrame, table: Path, app: str, batch_id: int) -> None:
@@ -151,3 +167,34 @@ class Upkeep:
                 session.sql(sql).collect()
         self._last[table.name] = self.clock()
         log.info("upkeep of %s: OPTIMIZE + VACUUM in %.1f s", table.name, self.clock() - started)
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """A table's data files in its current version (its log's add actions)."""
+
+    live: int
+    today: int  # of them, written since 00:00 UTC: what compaction keeps small per day
+
+
+def table_files(warehouse: Path, now: float | None = None) -> dict[str, TableFiles]:
+    """Per Delta table of the warehouse, its live files and those written today, read from
+    its log with delta-rs (no Spark: the health thread asks at every scrape). A table that
+    cannot be read now (no commit yet, a log being checkpointed) is left out."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    midnight_ms = int((time.time() if now is None else now) // 86400 * 86400 * 1000)
+    found: dict[str, TableFiles] = {}
+    folders = sorted(warehouse.iterdir()) if warehouse.is_dir() else []
+    for table in folders:
+        if not any((table / DELTA_LOG).glob("*.json")):
+            continue
+        try:
+            adds = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+        except (DeltaError, OSError, ValueError):
+            continue
+        times = adds.column("modification_time").to_pylist()
+        found[table.name] = TableFiles(len(times), sum(1 for t in times if t >= midnight_ms))
+    return found

@@ -13,3 +13,8 @@ class ConfigError(AnalyticsError):
 
 class TableMissingError(AnalyticsError):
     """A warehouse table has not been written yet."""
+
+
+class QueryError(AnalyticsError):
+    """A query Spark refused: a table that does not exist, a version or time before the
+    table's history, bad SQL (its first line, without the JVM's stack trace)."""

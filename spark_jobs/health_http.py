@@ -7,19 +7,25 @@ recovers by itself); ``/readyz`` is 200 when every query is active and none is s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from health.server import HealthServer
+from spark_jobs.delta_writes import TableFiles
 from spark_jobs.query_health import JobHealth
 
 
 class _JobCollector(Collector):
-    def __init__(self, snapshot: Callable[[], JobHealth]) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], JobHealth],
+        table_files: Callable[[], Mapping[str, TableFiles]] | None = None,
+    ) -> None:
         self.snapshot = snapshot
+        self.table_files = table_files
 
     def collect(self) -> Iterator[Metric]:
         job = self.snapshot()
@@ -68,14 +74,36 @@ class _JobCollector(Collector):
             families["restarts"].add_metric([q.name], float(q.restarts))
             families["backlog"].add_metric([q.name], float(-1 if q.backlog is None else q.backlog))
         yield from families.values()
+        if self.table_files is not None:
+            live = GaugeMetricFamily(
+                "iot_analytics_table_files",
+                "data files of the table's current Delta version",
+                labels=["table"],
+            )
+            today = GaugeMetricFamily(
+                "iot_analytics_table_files_today",
+                "of them, written since 00:00 UTC (compaction keeps it small)",
+                labels=["table"],
+            )
+            for name, files in sorted(self.table_files().items()):
+                live.add_metric([name], float(files.live))
+                today.add_metric([name], float(files.today))
+            yield live
+            yield today
 
 
 class HealthEndpoint(HealthServer):
     """Serves a :class:`JobHealth` snapshot taken under the caller's lock."""
 
-    def __init__(self, host: str, port: int, snapshot: Callable[[], JobHealth]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        snapshot: Callable[[], JobHealth],
+        table_files: Callable[[], Mapping[str, TableFiles]] | None = None,
+    ) -> None:
         registry = CollectorRegistry()
-        registry.register(_JobCollector(snapshot))
+        registry.register(_JobCollector(snapshot, table_files))
         super().__init__(
             host,
             port,

@@ -1,4 +1,11 @@
-"""``iot-analytics sql``: Spark SQL over the warehouse tables (registered as views)."""
+"""``iot-analytics sql``: Spark SQL over the warehouse tables.
+
+The Delta tables are registered in the session's catalog at their paths
+(:func:`spark_jobs.tables.register_tables`), so time travel (``VERSION AS OF n``,
+``TIMESTAMP AS OF '...'``) and the change data feed (``table_changes('device_minute', 3)``)
+work on them by name. A query Spark refuses (a missing table, a version the table does not
+have, bad SQL) is a :class:`QueryError` with a one-line message.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from typing import Any
 
 from spark_jobs import tables
 from spark_jobs.config import AnalyticsConfig
-from spark_jobs.errors import TableMissingError
+from spark_jobs.errors import QueryError, TableMissingError
 
 
 def run_query(cfg: AnalyticsConfig, query: str, *, max_rows: int | None = 1000) -> Any:
@@ -17,18 +24,44 @@ def run_query(cfg: AnalyticsConfig, query: str, *, max_rows: int | None = 1000) 
     owned = owns_session()
     spark = build_session(cfg, "iot-analytics-sql", kafka=False)
     try:
-        names = tables.register_views(spark, cfg.warehouse_dir)
+        names = tables.register_tables(spark, cfg.warehouse_dir)
         if not names:
             raise TableMissingError(
                 f"no tables under {cfg.warehouse_dir} yet (is `iot-analytics stream` running?)"
             )
-        df = spark.sql(query)
-        if max_rows is not None:
-            df = df.limit(max_rows)
-        return df.toPandas()
+        try:
+            df = spark.sql(query)
+            if max_rows is not None:
+                df = df.limit(max_rows)
+            return df.toPandas()
+        except Exception as exc:
+            message = refusal(exc)
+            if message is None:
+                raise
+            raise QueryError(message) from None
     finally:
         if owned:
             spark.stop()
+
+
+def refusal(exc: BaseException) -> str | None:
+    """The first line of a refused query's error (no JVM stack trace), or None when ``exc``
+    is not a refusal. A Delta error reaching Python unconverted (a ``Py4JJavaError``) is
+    judged by its Java exception: a time travel out of range is ``VersionNotFoundException``
+    or ``DeltaAnalysisException`` there."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"AnalysisException", "ParseException", "IllegalArgumentException"}:
+        text = str(exc)
+    elif "Py4JJavaError" in names:
+        java = getattr(exc, "java_exception", None)
+        java_name = str(java.getClass().getName()) if java is not None else ""
+        if not java_name.endswith(("AnalysisException", "VersionNotFoundException")):
+            return None
+        text = str(java.getMessage()) if java is not None else str(exc)
+    else:
+        return None
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def render(pdf: Any, fmt: str) -> str:

@@ -321,6 +321,8 @@ def run(
         migrated = migrate_warehouse(session, cfg.warehouse_dir)
         if migrated:
             log.info("migrated to Delta tables: %s", ", ".join(migrated))
+        if fed := delta_writes.enable_change_feed(session, cfg.warehouse_dir):
+            log.info("change data feed turned on: %s", ", ".join(fed))
         builders = query_builders(session, cfg, available_now=available_now)
         log.info(
             "streaming %s from %s into %s (%s)",
@@ -338,7 +340,12 @@ def run(
         supervised.health.spark_master = session.sparkContext.master or ""
         supervised.health.spark_ui = session.sparkContext.uiWebUrl or ""
         if settings.http_port is not None:
-            endpoint = HealthEndpoint(settings.http_host, settings.http_port, supervised.snapshot)
+            endpoint = HealthEndpoint(
+                settings.http_host,
+                settings.http_port,
+                supervised.snapshot,
+                table_files=lambda: delta_writes.table_files(cfg.warehouse_dir),
+            )
             endpoint.start()
             log.info("health and metrics on http://%s:%d/", settings.http_host, endpoint.port)
         supervised.run(stop)

@@ -68,6 +68,27 @@ def register_views(spark: SparkSession, warehouse: Path) -> list[str]:
     return names
 
 
+def register_tables(spark: SparkSession, warehouse: Path) -> list[str]:
+    """Every existing table under its own name, for SQL: a Delta table as a table of the
+    session's catalog at its path (so ``VERSION AS OF``, ``TIMESTAMP AS OF``, ``DESCRIBE
+    HISTORY`` and ``table_changes`` work, which a temporary view does not allow), a folder of
+    the earlier layout as a temporary view. Returns the names."""
+    names = []
+    for name, path in existing_tables(warehouse).items():
+        spark.catalog.dropTempView(name)  # a view of the same name would hide the table
+        if delta_writes.is_delta(path):
+            quoted = "`" + name.replace("`", "``") + "`"
+            location = str(path.resolve()).replace("\\", "\\\\").replace("'", "\\'")
+            # external (LOCATION): dropping the entry never touches the files; a session that
+            # ran before on another warehouse points at this one afterwards
+            spark.sql(f"DROP TABLE IF EXISTS {quoted}")
+            spark.sql(f"CREATE TABLE {quoted} USING delta LOCATION '{location}'")
+        else:
+            read_table(spark, warehouse, name).createOrReplaceTempView(name)
+        names.append(name)
+    return names
+
+
 TABLE_DOCS = {
     schemas.DEVICE_MINUTE: "per device and event-time minute: counts, seq gaps/duplicates, stats",
     schemas.FLEET_MINUTE: "per event-time minute: active devices, messages, late, p50/p95",

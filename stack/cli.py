@@ -11,8 +11,10 @@ from dataclasses import fields
 from pathlib import Path
 
 from bridge.console import new_parser
+from stack import cli_connect
+from stack.cli_flags import insecure_flag, kafka_bootstrap_flag, tls_flags, up_flags
 from stack.cli_systemd import write_unit
-from stack.config import COMMANDS_MODES, MQTT_AUTOSAVE_CHANGES, StackConfig
+from stack.config import MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
 from stack.kafka_auth import add_tenant_consumer, client_config, prepare
 from stack.kafka_security import MODES
@@ -87,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", parents=[common], help="start the stack and print its endpoints")
-    _up_flags(up)
+    up_flags(up)
 
     sub.add_parser("down", parents=[common], help="stop every service of the stack")
     sub.add_parser(
@@ -100,12 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         "restarts every service `up` started when it dies, with backoff",
     )  # fmt: skip
 
+    cli_connect.add_parser(sub, common)
     unit = sub.add_parser(
         "systemd", parents=[common],
         help="write (or print) a systemd unit that runs `up` at boot and again after a crash "
         "(Restart=on-failure), `down` on stop; takes `up`'s flags (docs/operations.md)",
     )  # fmt: skip
-    _up_flags(unit)
+    up_flags(unit)
     unit.add_argument(
         "--unit-dir", type=Path, metavar="DIR",
         help="write <DIR>/<name>.service (e.g. /etc/systemd/system) instead of printing it",
@@ -128,15 +131,15 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-node-id", type=int,
         help="with --kafka-nodes N: which node this is, 1..N (env IOT_KAFKA_NODE_ID)",
     )  # fmt: skip
-    _insecure_flag(serve)
-    _tls_flags(serve)
+    insecure_flag(serve)
+    tls_flags(serve)
     prov = sub.add_parser(
         "provision", parents=[common],
         help="create the registry topics, the service accounts of the bridge and the command "
         "path and N simulated devices (only the missing ones; secrets in 0600 files under the "
         "secrets dir); `up` does this itself, docker-compose's auth-init service runs it",
     )  # fmt: skip
-    _kafka_bootstrap_flag(prov, "Kafka holding the registry")
+    kafka_bootstrap_flag(prov, "Kafka holding the registry")
     prov.add_argument(
         "--mqtt-host", default=os.environ.get("IOT_MQTT_HOST", "127.0.0.1"),
         help="Mosquitto whose dynamic security the registry drives (env IOT_MQTT_HOST)",
@@ -153,124 +156,12 @@ def _parser() -> argparse.ArgumentParser:
     topics = sub.add_parser(
         "topics", parents=[common], help="create the design's topics that do not exist yet"
     )
-    _kafka_bootstrap_flag(topics, "Kafka to create them on")
+    kafka_bootstrap_flag(topics, "Kafka to create them on")
     topics.add_argument(
         "--partitions", type=int, default=int(os.environ.get("IOT_PARTITIONS", "12")),
         help="partitions per topic (env IOT_PARTITIONS, default 12)",
     )  # fmt: skip
     return parser
-
-
-def _up_flags(parser: argparse.ArgumentParser) -> None:
-    """What `up` starts and how: `up`'s own flags, also `systemd`'s (the unit runs `up`)."""
-    parser.add_argument("--partitions", type=int, help="partitions of the data topics (default 12)")
-    parser.add_argument(
-        "--timeout", type=float, help="seconds to wait for each server (default 90)"
-    )
-    parser.add_argument(
-        "--no-bridge", dest="with_bridge", action="store_false", default=None,
-        help="start only the servers, not the bridge",
-    )  # fmt: skip
-    parser.add_argument(
-        "--bridges", type=int,
-        help="bridge processes (default 1); more share one MQTT subscription, each with its own "
-        "session and metrics port (bridge_http_port + 10 x (i - 1)), and lose per-device order "
-        "across them (docs/scaling.md); env IOT_STACK_BRIDGES",
-    )  # fmt: skip
-    parser.add_argument(
-        "--mqtt-shards", type=int,
-        help="Mosquitto processes (default 1) behind HAProxy on --mqtt-port, each device sent "
-        "to its shard by a hash of its client id; shard i listens on mqtt_port + i and has its "
-        "own bridge-i and command path (docs/scaling.md); env IOT_STACK_MQTT_SHARDS",
-    )  # fmt: skip
-    parser.add_argument(
-        "--commands-mode", choices=COMMANDS_MODES, default=None,
-        help="the command path: its own process `commands` (separate, default), a thread of "
-        "the bridge (inline) or not at all (off); env IOT_STACK_COMMANDS_MODE",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-api", dest="with_api", action="store_false", default=None,
-        help="do not start iot-api, the HTTP door (env IOT_STACK_API=0)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--console", dest="api_console", action="store_true", default=None,
-        help="serve the operator console under iot-api's /console (env IOT_STACK_CONSOLE)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--amqp", dest="with_amqp", action="store_true", default=None,
-        help="also start iot-amqp, the AMQP 1.0 door for devices (docs/amqp.md; env "
-        "IOT_STACK_AMQP=1)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--analytics", dest="with_analytics", action="store_true", default=None,
-        help="also start the Spark streaming job (tables under <data-dir>/warehouse)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--devices", type=int,
-        help="also run this many simulated devices (provisioned through the registry, each "
-        "with its own secret)",
-    )  # fmt: skip
-    parser.add_argument("--device-rate", type=float, help="messages/s per simulated device")
-    parser.add_argument(
-        "--spark-workers", type=int, metavar="N",
-        help="start a Spark standalone master (FILESYSTEM recovery) and N workers, all "
-        "supervised; the analytics job runs on them (env IOT_STACK_SPARK_WORKERS)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--spark-worker-cores", type=int,
-        help="cores each Spark worker offers (default 2, env IOT_STACK_SPARK_WORKER_CORES)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--spark-worker-memory",
-        help="memory each Spark worker offers its executors (default 1g, env "
-        "IOT_STACK_SPARK_WORKER_MEMORY)",
-    )
-    parser.add_argument(
-        "--spark-master", metavar="URL",
-        help="run the analytics job on this master instead: local[N] or spark://host:port of "
-        "a cluster elsewhere (env IOT_SPARK_MASTER; not with --spark-workers)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--kafka-bootstrap", dest="external_kafka",
-        help="use this existing Kafka cluster (host:port,...) and start no local broker "
-        "(env IOT_STACK_KAFKA_BOOTSTRAP)",
-    )  # fmt: skip
-
-    _insecure_flag(parser)
-    _tls_flags(parser)
-
-
-def _kafka_bootstrap_flag(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--kafka-bootstrap", default=os.environ.get("IOT_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
-        help=f"{what} (env IOT_KAFKA_BOOTSTRAP)",
-    )  # fmt: skip
-
-
-def _insecure_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--insecure-anonymous", dest="insecure_anonymous", action="store_true", default=None,
-        help="development only: Mosquitto accepts anonymous clients (no registry, no device "
-        "secrets); logged as a WARNING at every start and in `status` "
-        "(env IOT_STACK_INSECURE_ANONYMOUS)",
-    )  # fmt: skip
-
-
-def _tls_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-mqtt-tls", dest="mqtt_tls", action="store_false", default=None,
-        help="open no mutual-TLS listener (env IOT_STACK_MQTT_TLS=0)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tls-ca-cert", metavar="PEM",
-        help="the operator's own CA certificate instead of a CA made on first start (with "
-        "--tls-ca-key; env IOT_STACK_TLS_CA_CERT)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tls-ca-key",
-        metavar="PEM",
-        help="the operator's own CA key (EC; env IOT_STACK_TLS_CA_KEY)",
-    )
 
 
 def _config(args: argparse.Namespace) -> StackConfig:
@@ -333,6 +224,8 @@ def _run(args: argparse.Namespace) -> int:
         return _serve(stack.config, args.server)
     if args.command == "supervise":
         return _supervise(stack.config)
+    if args.command == "connect-url":
+        return cli_connect.run(stack.config, args)
     if args.command == "systemd":
         return write_unit(args, stack.config)
     if args.command == "up":

@@ -9,6 +9,13 @@ TLS in front of it with the appliance CA's server certificate and passes gRPC on
 ``listen ... ssl http2`` does. An analyst connects with
 ``SparkSession.builder.remote("sc://host:15002/;use_ssl=true;token=...")`` and the CA
 certificate as gRPC's roots (``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``).
+
+The server runs as the very JVM command ``spark-submit`` would build (``bin/spark-class`` execs
+java after a launcher run, which changes the process's argv after the launcher recorded it, as
+for the Spark cluster's daemons), with the Delta jars on its class path so that
+``DeltaCatalog`` and the session extension load, and in-memory catalog (no Derby
+``metastore_db``). nginx runs without a master process (``master_process off``): a master
+rewrites its process title, which the launcher compares with the pid file to find it again.
 """
 
 from __future__ import annotations
@@ -17,7 +24,41 @@ from collections.abc import Mapping
 from pathlib import Path
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 DEFAULT_PORT = 15002
+# what Spark's launcher adds to a driver's JVM (JavaModuleOptions): Arrow and Spark's own
+# reflection need these opens on Java 17
+_OPENS = (
+    "java.base/java.lang java.base/java.lang.invoke java.base/java.lang.reflect java.base/java.io "
+    "java.base/java.net java.base/java.nio java.base/java.util java.base/java.util.concurrent "
+    "java.base/java.util.concurrent.atomic java.base/jdk.internal.ref java.base/sun.nio.ch "
+    "java.base/sun.nio.cs java.base/sun.security.action java.base/sun.util.calendar "
+    "java.security.jgss/sun.security.krb5"
+)
+JAVA_OPTIONS = [
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    "--add-modules=jdk.incubator.vector",
+    *(f"--add-opens={module}=ALL-UNNAMED" for module in _OPENS.split()),
+    "-Djdk.reflect.useDirectMethodHandle=false",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+]
+DELTA_CATALOG = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.catalogImplementation": "in-memory",
+}
+
+
+def server_command(
+    java: str, classpath: list[str], props: Path, *, master: str, memory: str
+) -> list[str]:
+    """The Connect server's JVM command line (what ``spark-submit`` runs, without its script)."""
+    return [
+        java, "-cp", ":".join(classpath), f"-Xmx{memory}", *JAVA_OPTIONS,
+        SUBMIT_CLASS, "--master", master, "--conf", f"spark.driver.memory={memory}",
+        "--properties-file", str(props), "--class", SERVER_CLASS, "--name", "iot-connect",
+        "spark-internal",
+    ]  # fmt: skip
 
 
 def remote_url(host: str, port: int, token: str | None) -> str:
@@ -58,7 +99,7 @@ def proxy_conf(
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     return (
-        "worker_processes 1;\n"
+        "master_process off;\n"
         f"pid {prefix / 'nginx.pid'};\n"
         "error_log stderr warn;\n"
         "daemon off;\n"

@@ -6,13 +6,12 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from stack import kafka_auth, mqtt_tls
 from stack.app_services import AppServices
 from stack.config import StackConfig
+from stack.connect_services import connect_services
 from stack.errors import StackError
 from stack.kafka_health import health_lines
 from stack.kafka_server import KafkaCluster, KafkaServer
@@ -21,41 +20,11 @@ from stack.mqtt_tier import MqttTier, Service, is_server
 from stack.process import ManagedProcess
 from stack.provisioning import provision
 from stack.spark_cluster import SparkMaster, SparkWorker, live_endpoint, worker_numbers
-from stack.supervision import ServiceRecord
+from stack.supervision import ServiceStatus
 from stack.supervisor_link import SupervisorLink
 from stack.topics import ensure_topics
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServiceStatus:
-    name: str
-    pid: int | None
-    endpoint: str
-    record: ServiceRecord | None = None  # the supervisor's, when the service is supervised
-
-    @property
-    def running(self) -> bool:
-        return self.pid is not None
-
-    @property
-    def state(self) -> str:
-        if self.pid is not None:
-            return f"running (pid {self.pid})"
-        rec = self.record
-        if rec is not None and rec.next_start_at is not None:
-            return f"restarting in {max(rec.next_start_at - time.time(), 0):.0f} s"
-        return "stopped"
-
-    @property
-    def supervision(self) -> str:
-        """Restart count and last exit, for `status` ('' when not supervised)."""
-        rec = self.record
-        if rec is None:
-            return ""
-        text = f"restarts {rec.restarts}"
-        return f"{text} (last: {rec.last_exit})" if rec.last_exit else text
 
 
 class SupervisorService:
@@ -159,8 +128,8 @@ class Stack(AppServices, MqttTier):
             if self.config.commands_mode == "separate":  # one per MQTT shard with shards
                 found += [(path.name, path) for path in self.command_paths()]
         found += self.doors()
-        if self.config.with_analytics:
-            found.append(("analytics", self.analytics()))
+        if self.config.with_analytics:  # and the remote query endpoint, unless --no-connect
+            found += [("analytics", self.analytics()), *self._connect(self.config.with_connect)]
         if self.config.devices > 0:
             found.append(("devices", self.devices()))
         return found
@@ -181,8 +150,12 @@ class Stack(AppServices, MqttTier):
             ("api", self.api()),
             ("amqp", self.amqp()),
             ("analytics", self.analytics()),
+            *self._connect(True),
             ("devices", self.devices()),
         ]
+
+    def _connect(self, wanted: bool) -> list[tuple[str, Service]]:
+        return list(connect_services(self.config, self.link)) if wanted else []
 
     # -- life cycle ----------------------------------------------------------------------------
     def up(self, progress: Callable[[str], None] = log.info) -> list[str]:

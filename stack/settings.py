@@ -186,6 +186,15 @@ class StackSettings:
     analytics_http_port: int = _setting(
         "IOT_STACK_ANALYTICS_HTTP_PORT", 9102, "the streaming job's health and metrics port"
     )
+    with_connect: bool = _setting(
+        "IOT_STACK_CONNECT", True,
+        "with the analytics job, also start Spark Connect behind nginx (TLS, appliance CA, "
+        "token in <secrets>/spark-connect.token): the remote query endpoint, docs/analytics.md",
+    )  # fmt: skip
+    connect_port: int = _setting("IOT_STACK_CONNECT_PORT", 15002, "Spark Connect's TLS port")
+    connect_server_port: int = _setting(
+        "IOT_STACK_CONNECT_SERVER_PORT", 15003, "the Connect server's own port, on loopback"
+    )
     # --- Spark (docs/operations.md, "Spark cluster") ---
     spark_master: str = _setting(
         "IOT_SPARK_MASTER",

@@ -35,11 +35,13 @@ def check_settings(s: StackSettings) -> None:
         raise StackError("mqtt_port and kafka_port must be fixed ports (use free_port())")
     for name in (
         "bridge_http_port", "commands_http_port", "analytics_http_port", "api_port",
-        "amqp_port", "amqp_http_port",
+        "amqp_port", "amqp_http_port", "connect_port", "connect_server_port",
     ):  # fmt: skip
         value = getattr(s, name)
         if not 1 <= value <= 65535:
             raise StackError(f"{name} must be a fixed TCP port, got {value}")
+    if s.connect_port == s.connect_server_port:
+        raise StackError(f"connect_port and connect_server_port are both {s.connect_port}")
     if not 0 <= s.api_tls_port <= 65535:
         raise StackError(f"api_tls_port must be a TCP port or 0, got {s.api_tls_port}")
     if not 1 <= s.bridges <= MAX_BRIDGES:

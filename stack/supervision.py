@@ -9,6 +9,7 @@ decodes them and computes the backoff; the file I/O lives in `stack.supervisor_l
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -120,3 +121,33 @@ class SupervisorState:
             for name, rec in dict(raw.get("services") or {}).items()
         }
         return cls(pid=int(raw["pid"]), updated_at=float(raw["updated_at"]), services=services)
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    pid: int | None
+    endpoint: str
+    record: ServiceRecord | None = None  # the supervisor's, when the service is supervised
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    @property
+    def state(self) -> str:
+        if self.pid is not None:
+            return f"running (pid {self.pid})"
+        rec = self.record
+        if rec is not None and rec.next_start_at is not None:
+            return f"restarting in {max(rec.next_start_at - time.time(), 0):.0f} s"
+        return "stopped"
+
+    @property
+    def supervision(self) -> str:
+        """Restart count and last exit, for `status` ('' when not supervised)."""
+        rec = self.record
+        if rec is None:
+            return ""
+        text = f"restarts {rec.restarts}"
+        return f"{text} (last: {rec.last_exit})" if rec.last_exit else text

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from registry.kafka_store import KafkaStore
 from registry.permissions import local_admin
@@ -83,6 +84,11 @@ RUN = {
         "test_analytics_commands_run"
     ),
     "iot-analytics report --tenant acme --out var/report-acme": "test_analytics_commands_run",
+    "iot-analytics sql 'SELECT count(*) AS n FROM fleet_minute VERSION AS OF 0'": (
+        "test_analytics_commands_run"
+    ),
+    "iot-analytics sql 'SELECT _change_type, count(*) AS n FROM "
+    "table_changes('\"'\"'device_minute'\"'\"', 0) GROUP BY 1'": "test_analytics_commands_run",
     "iot-analytics sql 'SELECT tenant, SUM(messages) AS n FROM device_minute GROUP BY tenant'": (
         "test_analytics_commands_run"
     ),
@@ -211,6 +217,9 @@ _CLUSTER = (
     "report's options run locally in test_analytics_commands_run"
 )
 NOT_RUN = {
+    "iot-stack connect-url --host appliance.example": "needs a stack started with --analytics "
+    "(its token); tests/stack/test_supervisor_integration.py runs `connect-url` on the stack of "
+    "its `up --analytics` and connects with the URL it prints",
     **dict.fromkeys(
         (
             "iot-stack up --kafka-security sasl_ssl",
@@ -842,7 +851,8 @@ def _warehouse(session: Any, wh: Path, now: dt.datetime) -> None:
         ("device_minute", transforms.device_minute(valid, ["temperature"])),
         ("fleet_minute", transforms.fleet_minute(valid, ["temperature"])),
     ):
-        table.write.partitionBy("tenant").parquet(str(wh / name))
+        # Delta, as the job writes them (docs/analytics.md's time travel and change feed)
+        table.write.partitionBy("tenant").format("delta").save(str(wh / name))
     t0 = int(starts[0].timestamp() * 1000)
     session.createDataFrame(
         [("d1", t0, 3, "temperature", 30.0), ("d2", t0, 1, "temperature", 31.0)],
@@ -892,6 +902,12 @@ def test_analytics_commands_run(
             lines = out.out.splitlines()
             assert lines[0].split() == ["tenant", "n"]
             assert sorted(ln.split()[0] for ln in lines[1:]) == ["acme", "default"]
+        elif command == "sql" and "VERSION AS OF 0" in argv[-1]:  # as delta-rs reads it
+            fleet = DeltaTable(str(tmp_path / "var/warehouse/fleet_minute"), version=0)
+            assert out.out.split() == ["n", str(len(fleet.to_pandas()))]
+        elif command == "sql" and "table_changes" in argv[-1]:  # version 0: every row inserted
+            minutes = DeltaTable(str(tmp_path / "var/warehouse/device_minute")).to_pandas()
+            assert out.out.split() == ["_change_type", "n", "insert", str(len(minutes))]
         elif command == "sql":
             assert "window_start" in out.out.splitlines()[0]
             assert len(out.out.splitlines()) >= 5

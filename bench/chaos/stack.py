@@ -124,6 +124,7 @@ def up(
         "IOT_STACK_RESTART_BACKOFF_INITIAL": "1",
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
         "IOT_STACK_ANALYTICS_HTTP_PORT": str(stack.ports["analytics"]),
+        "IOT_STACK_CONNECT": "0",  # no remote query endpoint: a JVM and fixed ports less
     }
     stack.env = env
     if disk:

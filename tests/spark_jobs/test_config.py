@@ -144,6 +144,7 @@ def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+        "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
     }
@@ -170,6 +171,7 @@ def test_cluster_spark_conf_sets_heaps_cores_jars_and_ui_from_env() -> None:
         "spark.jars": "/j/spark-sql-kafka.jar",
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+        "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
         "spark.executor.memory": "384m",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
+import pyarrow as pa
+from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
+from spark_jobs import delta_writes
 from spark_jobs.health_http import HealthEndpoint
 from spark_jobs.query_health import HealthSettings, JobHealth
 
@@ -77,3 +82,36 @@ def test_health_ready_and_metrics_follow_the_job() -> None:
         ]
     finally:
         endpoint.stop()
+
+
+def test_metrics_count_each_tables_files_from_its_log(tmp_path: Path) -> None:
+    for batch in (["a", "b"], ["c"]):  # two commits: two files
+        write_deltalake(str(tmp_path / "device_minute"), pa.table({"d": batch}), mode="append")
+    write_deltalake(str(tmp_path / "anomalies"), pa.table({"d": ["a"]}))
+    write_deltalake(str(tmp_path / "anomalies"), pa.table({"d": ["z"]}), mode="overwrite")
+    (tmp_path / "rejects" / "_delta_log").mkdir(parents=True)  # no commit yet: left out
+    found = delta_writes.table_files(tmp_path)
+    assert found == {
+        "anomalies": delta_writes.TableFiles(live=1, today=1),  # the overwritten file is gone
+        "device_minute": delta_writes.TableFiles(live=2, today=2),
+    }
+    tomorrow = time.time() + 86400
+    assert delta_writes.table_files(tmp_path, now=tomorrow)["device_minute"].today == 0
+
+    job = JobHealth()
+    endpoint = HealthEndpoint(
+        "127.0.0.1", 0, lambda: job, table_files=lambda: delta_writes.table_files(tmp_path)
+    )
+    endpoint.start()
+    try:
+        text = _get(f"http://127.0.0.1:{endpoint.port}/metrics")[1]
+    finally:
+        endpoint.stop()
+    samples = {
+        (s.name, s.labels.get("table", "")): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    assert samples[("iot_analytics_table_files", "device_minute")] == 2
+    assert samples[("iot_analytics_table_files_today", "anomalies")] == 1
+    assert ("iot_analytics_table_files", "rejects") not in samples

@@ -86,7 +86,7 @@ def test_up_starts_master_then_workers_after_kafka_and_the_job_runs_on_them(
     names = [name for name, _ in stack.services()]
     assert names == [
         "mosquitto", "kafka", "spark-master", "spark-worker-1", "spark-worker-2",
-        "bridge", "commands", "api", "analytics",
+        "bridge", "commands", "api", "analytics", "connect", "connect-tls",
     ]  # fmt: skip
     # supervised like the rest: the supervisor (re)starts them
     assert all(s.process.supervisor is stack.link for _, s in stack.services())

@@ -25,10 +25,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_END, Consumer, Message, Producer, TopicPartition
 
+from stack.connect_conf import SERVER_CLASS
 from stack.ports import free_ports, port_open
 
 # a zombie counts as dead: the killed supervisor's children are reaped by pid 1 whenever it likes
 from stack.procfs import alive as _alive
+from tests.stack.connect_client import check_endpoint
 from tests.stack.stack_ports import StackPorts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -292,17 +294,21 @@ def _records_arrive(bootstrap: str, timeout: float = 60) -> bool:
 
 
 def _spark_drivers(data_dir: Path) -> list[str]:
-    return [p for p in _processes_of(data_dir) if "SparkSubmit" in p]
+    """The analytics job's Spark drivers (the Connect server is a SparkSubmit JVM too)."""
+    return [p for p in _processes_of(data_dir) if "SparkSubmit" in p and SERVER_CLASS not in p]
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1500)  # two Spark JVMs (the job, Spark Connect): minutes on a loaded box
 def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
     ports = StackPorts.free(tmp_path)
-    [analytics_http] = free_ports(1)
+    analytics_http, connect_tls, connect_server = free_ports(3)
     args = ports.args
     env = dict(os.environ) | {
         "IOT_STACK_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
         "IOT_STACK_ANALYTICS_HTTP_PORT": str(analytics_http),
+        "IOT_STACK_CONNECT_PORT": str(connect_tls),
+        "IOT_STACK_CONNECT_SERVER_PORT": str(connect_server),
         "IOT_KAFKA_HEAP": "512m",
         "IOT_START_TIMEOUT": "240",
     }
@@ -312,7 +318,7 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
         up = _cli(
             ["up", *args, "--commands-mode", "off", "--analytics", "--devices", "3",
              "--device-rate", "2"],
-            env, timeout=400,
+            env, timeout=700,  # Kafka, the job and Spark Connect: minutes each when loaded
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
         status = _status(args, env)
@@ -323,10 +329,16 @@ def test_analytics_and_devices_are_restarted(tmp_path: Path) -> None:
             "bridge",
             "api",
             "analytics",
+            "connect",
+            "connect-tls",
             "devices",
         ]
         assert status["analytics"].endswith(f"http://127.0.0.1:{analytics_http}/metrics")
+        assert f"sc://127.0.0.1:{connect_tls}/;use_ssl=true " in status["connect-tls"]
         assert len(_spark_drivers(ports.data_dir)) == 1
+        printed = _cli(["connect-url", *args], env)  # the URL with the token, on stdout
+        assert printed.returncode == 0, printed.stderr
+        check_endpoint(printed.stdout.strip(), printed.stderr, ports.data_dir)
 
         old = _pid(status["analytics"])
         assert old is not None
