@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 
 from amqp.north_model import PartitionOffsets, Record
 from appconfig.kafka_security import client_base
@@ -163,8 +163,10 @@ class StreamFeed:
         wanted = [
             TopicPartition(self.topic, p, self._offsets[p].committable)
             for p in sorted(partitions)
-            if p in self._offsets
+            if p in self._offsets and self._offsets[p].committable >= 0
         ]
+        if not wanted:
+            return
         try:
             if asynchronous:
                 consumer.commit(offsets=wanted, asynchronous=True)
@@ -175,15 +177,19 @@ class StreamFeed:
 
     def _assigned(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
         """Start at the committed offsets; a partition without one at its end, committed now."""
-        committed = consumer.committed(parts, timeout=_KAFKA_S)
-        fresh = []
-        for tp in committed:
-            if tp.offset < 0:
-                _low, high = consumer.get_watermark_offsets(tp, timeout=_KAFKA_S)
-                tp.offset = high
-                fresh.append(TopicPartition(tp.topic, tp.partition, high))
-        if fresh:
-            consumer.commit(offsets=fresh, asynchronous=False)
+        try:
+            committed = consumer.committed(parts, timeout=_KAFKA_S)
+            fresh = []
+            for tp in committed:
+                if tp.offset < 0:
+                    _low, high = consumer.get_watermark_offsets(tp, timeout=_KAFKA_S)
+                    tp.offset = high
+                    fresh.append(TopicPartition(tp.topic, tp.partition, high))
+            if fresh:
+                consumer.commit(offsets=fresh, asynchronous=False)
+        except KafkaException as exc:  # Kafka slow: the stored offsets, else the end (latest)
+            log.warning("northbound reader %s: start offsets not read: %s", self.group, exc)
+            committed = [TopicPartition(tp.topic, tp.partition, OFFSET_STORED) for tp in parts]
         for tp in committed:
             self._epochs[tp.partition] = self._epochs.get(tp.partition, 0) + 1
             self._offsets[tp.partition] = PartitionOffsets(tp.offset)

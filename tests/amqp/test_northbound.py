@@ -5,9 +5,13 @@ isolation, and a command sent northbound answered by an AMQP device."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -299,3 +303,38 @@ def test_a_command_sent_northbound_reaches_the_device_and_its_reply_comes_back(
     finally:
         dev.close()
         app.close()
+
+
+RHEA = Path(__file__).with_name("rhea_client.js")
+NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"  # the virtualenv's (.ci/setup)
+
+
+def rhea(*args: str) -> subprocess.Popen[str]:
+    """tests/amqp/rhea_client.js under node, with the rhea that .ci/setup installs."""
+    assert (NODE_MODULES / "rhea").is_dir(), f"no rhea in {NODE_MODULES}: run .ci/setup"
+    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    return subprocess.Popen(["node", str(RHEA), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+
+
+def test_rhea_as_a_device_and_as_an_application(north: North) -> None:
+    """An independent client (rhea, npm) on both sides: its device uploads, its application
+    receives them on telemetry/acme, in order."""
+    port = str(north.service.port)
+    app = rhea("app", port, "svc/app", north.secrets["svc/app"], "telemetry/acme",
+               unique("rhea"), "3")  # fmt: skip
+    try:
+        assert app.stdout is not None
+        assert app.stdout.readline().strip() == "attached"
+        device = rhea("device", port, "acme/pump-1", north.secrets["acme/pump-1"], "3")
+        out, err = device.communicate(timeout=60)
+        assert device.returncode == 0, err
+        assert out.split("\n")[:3] == ["accepted 0", "accepted 1", "accepted 2"]
+        lines, err = app.communicate(timeout=60)
+        assert app.returncode == 0, err
+        got = [orjson.loads(line) for line in lines.splitlines()]
+        assert [(g["device_id"], g["tenant_id"]) for g in got] == [("pump-1", "acme")] * 3
+        assert [orjson.loads(g["body"])["seq"] for g in got] == [0, 1, 2]
+    finally:
+        app.kill()
+        app.wait()
