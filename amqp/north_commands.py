@@ -59,6 +59,8 @@ class AppCommands:
     def __init__(self, door: Door) -> None:
         self.door = door
         self._sinks: dict[tuple[int, str], CommandTarget] = {}
+        # one command at a time per link, so a link's commands reach Kafka in the order sent
+        self._order: dict[tuple[int, str], asyncio.Lock] = {}
         self._replies: dict[tuple[int, str], ReplyLink] = {}
         self._routes: dict[str, tuple[ReplySource, float]] = {}
         self._tags = itertools.count(1)
@@ -79,6 +81,7 @@ class AppCommands:
 
     def open_sink(self, conn: ClientConnection, link: Link, target: CommandTarget) -> None:
         self._sinks[_key(conn, link)] = target
+        self._order[_key(conn, link)] = asyncio.Lock()
         link.max_message_size = self.door.cfg.max_message_bytes
         link.flow(self.door.cfg.link_credit)
 
@@ -100,11 +103,13 @@ class AppCommands:
 
     def detached(self, conn: ClientConnection, link: Link) -> None:
         self._sinks.pop(_key(conn, link), None)
+        self._order.pop(_key(conn, link), None)
         self._replies.pop(_key(conn, link), None)
 
     def forget(self, conn: ClientConnection) -> None:
         for key in [k for k in self._sinks if k[0] == id(conn)]:
             del self._sinks[key]
+            self._order.pop(key, None)
         for key in [k for k in self._replies if k[0] == id(conn)]:
             del self._replies[key]
 
@@ -131,17 +136,24 @@ class AppCommands:
         presettled = bool(dlv.settled)
         if presettled:
             dlv.settle()
-        self._spawn(self._command(conn, link, None if presettled else dlv, found))
+        order = self._order[_key(conn, link)]
+        self._spawn(self._command(conn, link, None if presettled else dlv, found, order))
 
     async def _command(
-        self, conn: ClientConnection, link: Link, dlv: Delivery | None, cmd: AppCommand
+        self,
+        conn: ClientConnection,
+        link: Link,
+        dlv: Delivery | None,
+        cmd: AppCommand,
+        order: asyncio.Lock,
     ) -> None:
-        if cmd.reply is not None:
-            await self._follow()
-            expiry = (cmd.ttl_ms / 1000 if cmd.ttl_ms else _ROUTE_S) + time.monotonic() + 60
-            self._routes[cmd.command_id] = (cmd.reply, expiry)
-            self._expire_routes()
-        ok = await asyncio.to_thread(self._write_command, cmd)
+        async with order:  # asyncio's locks are fair: the link's commands keep their order
+            if cmd.reply is not None:
+                await self._follow()
+                expiry = (cmd.ttl_ms / 1000 if cmd.ttl_ms else _ROUTE_S) + time.monotonic() + 60
+                self._routes[cmd.command_id] = (cmd.reply, expiry)
+                self._expire_routes()
+            ok = await asyncio.to_thread(self._write_command, cmd)
         self.door.stats.north_commands.labels("accepted" if ok else "released").inc()
         if conn.closed or not link.state & Endpoint.LOCAL_ACTIVE:
             return
@@ -167,6 +179,9 @@ class AppCommands:
             )  # fmt: skip
         except CommandPathError as exc:
             log.warning("command %s not written: %s", cmd.command_id, exc)
+            # the client keeps a failure for good (it is iot-cmd's, one-shot): a fresh one next
+            failed, self._client = self._client, None
+            failed.close()
             return False
         return True
 
