@@ -43,6 +43,16 @@ class AmqpConfig:
     topic_telemetry: str = _setting("iot.telemetry", "Kafka topic for telemetry (default tenant).")
     topic_events: str = _setting("iot.events", "Kafka topic for events (default tenant).")
     topic_dlq: str = _setting("iot.dlq", "Kafka topic for dead letters (default tenant).")
+    topic_commands: str = _setting(
+        "iot.commands", "The command path's commands topic (applications' `command/{tenant}`)."
+    )
+    topic_command_replies: str = _setting(
+        "iot.command-replies",
+        "The command path's replies topic (applications' `command_response/{tenant}/{id}`).",
+    )
+    north_max_links: int = _setting(
+        64, "Applications' telemetry/event links at once (each holds a Kafka consumer)."
+    )
     max_payload_bytes: int = _setting(
         65536, "Largest payload the bridge's validation takes (bigger: DLQ `oversized`)."
     )
@@ -110,6 +120,9 @@ class AmqpConfig:
             (bool(_TOPIC_RE.match(self.topic_telemetry)), "topic_telemetry is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_events)), "topic_events is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_dlq)), "topic_dlq is not a topic"),
+            (bool(_TOPIC_RE.match(self.topic_commands)), "topic_commands is not a topic"),
+            (bool(_TOPIC_RE.match(self.topic_command_replies)), "topic_command_replies: no topic"),
+            (1 <= self.north_max_links <= 10000, "north_max_links must be 1-10000"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a topic"),
             (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),
             (

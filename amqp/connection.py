@@ -97,6 +97,7 @@ class ClientConnection:
             self.closed = True
             self.door.uploads.forget(self)
             self.door.commands.forget(self)
+            self.door.north.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -163,16 +164,19 @@ class ClientConnection:
             elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
                 self._attach(event.link)
             elif kind == Event.DELIVERY and event.delivery is not None:
-                if event.delivery.link.is_sender:  # a device settled a command
-                    self.door.commands.on_disposition(self, event.delivery)
+                if event.delivery.link.is_sender:  # a device settled a command, or an app
+                    if not self.door.north.on_disposition(self, event.delivery):
+                        self.door.commands.on_disposition(self, event.delivery)
                 else:
                     await self.door.uploads.on_delivery(self, event.delivery)
             elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
                 self.door.commands.on_flow(self, event.link)
+                self.door.north.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
                 self.door.commands.detached(self, event.link)
+                self.door.north.detached(self, event.link)
             elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
                 _close(event.session)
             elif kind == Event.CONNECTION_REMOTE_CLOSE:
@@ -184,6 +188,8 @@ class ClientConnection:
         conn.open()
 
     def _attach(self, link: Link) -> None:
+        if self.door.north.attach(self, link):  # an application's (amqp.northbound)
+            return
         if link.is_receiver:  # the client sends on it
             target = link.remote_target.address
             refusal = check_upload_attach(target, int(link.remote_rcv_settle_mode))
@@ -214,7 +220,10 @@ class ClientConnection:
                     return
             if refusal is None:
                 refusal = check_receiver_attach(source)
-        # refused: attach with a null terminus, then detach with the condition (the contract)
+        self.refuse(link, refusal)
+
+    def refuse(self, link: Link, refusal: Refusal) -> None:
+        """Attach with a null terminus, then detach with the condition (the contract)."""
         self.door.stats.refused_links.labels(str(refusal.condition)).inc()
         if link.is_receiver:
             link.source.copy(link.remote_source)

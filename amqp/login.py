@@ -13,7 +13,8 @@ from amqp.model import Account, parse_authcid, parse_plain
 from api.errors import ApiError
 from api.http_devices.credentials import DeviceCredentials
 from api.http_devices.model import DeviceRef
-from api.plumbing.auth import RegistryAuthenticator
+from api.plumbing.access import Principal
+from api.plumbing.auth import RegistryAuthenticator, account_principal
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ class Login:
     verdict: Verdict
     principal: DeviceRef | Account | None = None
     secret_hash: str | None = None  # a device's: what its secret was checked against
+    # an account's pub/sub rights, as iot-api's (None: its roles may not use the pub/sub API)
+    caller: Principal | None = None
 
 
 class Logins:
@@ -65,7 +68,9 @@ class Logins:
             if isinstance(who, Account):
                 registry = await self.auth.refreshed()
                 actor = await asyncio.to_thread(registry.authenticate_account, who.name, secret)
-                return Login(Verdict.REFUSED) if actor is None else Login(Verdict.OK, who)
+                if actor is None:
+                    return Login(Verdict.REFUSED)
+                return Login(Verdict.OK, who, caller=account_principal(actor))
         except ApiError as exc:  # the read barrier: Kafka did not answer
             log.warning("log-in of %r not decided: %s", authcid[:100], exc)
             return Login(Verdict.UNAVAILABLE)

@@ -39,6 +39,23 @@ class AmqpMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.north_links = Gauge(
+            "iot_amqp_north_links", "Applications' telemetry/event links now", registry=registry
+        )
+        self.north_messages = Counter(
+            "iot_amqp_north_messages",
+            "Records sent to applications and their outcomes (sent, accepted, rejected, "
+            "released), by channel",
+            ["channel", "outcome"],
+            registry=registry,
+        )
+        self.north_commands = Counter(
+            "iot_amqp_north_commands",
+            "Applications' commands (accepted, released, or the condition of a rejection) and "
+            "their replies (reply_sent, reply_dropped)",
+            ["outcome"],
+            registry=registry,
+        )
         self.replies = Counter(
             "iot_amqp_replies",
             "Devices' command replies by outcome (accepted: Mosquitto took it; released)",

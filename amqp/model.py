@@ -167,7 +167,7 @@ def check_upload_attach(target: str | None, rcv_settle_mode: int) -> Refusal | N
 
 def check_receiver_attach(source: str | None) -> Refusal:
     """A link on which the client would receive, other than a device's ``command`` link
-    (amqp.command_model): nothing else is offered yet (northbound and queues come later)."""
+    (amqp.command_model) and an application's northbound ones (amqp.north_model)."""
     return Refusal(Cond.NOT_FOUND, f"no source {str(source)[:100]!r} to receive from here")
 
 

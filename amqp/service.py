@@ -20,6 +20,7 @@ from amqp.kafka import UploadProducer
 from amqp.login import Logins
 from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
+from amqp.northbound import Northbound
 from amqp.uploads import Uploads
 from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
@@ -49,6 +50,7 @@ class Door:
         self.admin = TopicAdmin(cfg.kafka_bootstrap)
         self.uploads = Uploads(self)
         self.commands = Commands(self)
+        self.north = Northbound(self)
 
 
 class AmqpService:
@@ -147,6 +149,7 @@ class AmqpService:
         await asyncio.sleep(0)
         door = self.door
         await door.commands.close()
+        await door.north.close()
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)
         door.admin.close()
         if door.logins.auth is not None:

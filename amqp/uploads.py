@@ -142,6 +142,9 @@ class Uploads:
                 {"code": "bad_message"},
             ))  # fmt: skip
             return
+        if self.door.north.commands.takes(conn, link):  # an application's command/{tenant}
+            self.door.north.commands.on_command(conn, link, dlv, msg)
+            return
         address = link.target.address or msg.address
         if address and is_reply_address(address):  # a device's reply (amqp.commands)
             body = payload_of(msg.body)
@@ -168,7 +171,7 @@ class Uploads:
         assert isinstance(payload, bytes)
         rec = self._record(device, found.channel, payload, presettled)
         try:
-            await self._tenant_ready(device.tenant)
+            await self.tenant_ready(device.tenant)
         except ApiError as exc:
             log.warning("topics of tenant %s not made: %s", device.tenant, exc)
         if presettled:
@@ -258,7 +261,7 @@ class Uploads:
                 rates[tenant.id] = tenant.quotas.msgs_per_s
         self.quotas.set_rates(rates, time.monotonic())
 
-    async def _tenant_ready(self, tenant: str) -> None:
+    async def tenant_ready(self, tenant: str) -> None:
         """The tenant's topics exist (the bridge's partition counts) before its first record."""
         if tenant in self._ready:
             return

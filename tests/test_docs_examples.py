@@ -29,6 +29,7 @@ import pytest
 from deltalake import DeltaTable
 
 from registry.kafka_store import KafkaStore
+from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
 from stack.ports import free_port as _free_port
@@ -1131,7 +1132,9 @@ def test_amqp_example_runs(
     registry = Registry.open(store, local_admin("docs"), None, write=True)
     registry.create_tenant("default")
     secret = registry.add_device("default", "pump-1").secret
+    app_secret = registry.create_account("app", [Role.API]).secret
     assert secret is not None
+    assert app_secret is not None
     store.close()
     tel, dlq = topic_factory("amqptel", partitions=3), topic_factory("amqpdlq", partitions=1)
     (example,) = _run_by("test_amqp_example_runs")
@@ -1144,20 +1147,30 @@ def test_amqp_example_runs(
     ]
     code = _doc_block("docs/amqp.md", "python")
     code = code.replace("localhost:5672", f"127.0.0.1:{port}").replace("<secret>", secret)
+    # the Northbound section's example: an application reads what the device sends (the second
+    # python block; its output is the third text block, after the commands' sketch)
+    north = _doc_block("docs/amqp.md", "python", 1).replace("localhost:5672", f"127.0.0.1:{port}")
+    north = north.replace("<app-secret>", app_secret).replace("<secret>", secret)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: _answers(f"http://127.0.0.1:{http}/readyz"), 60, "iot-amqp")
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
         )
+        assert done.stdout == _doc_block("docs/amqp.md", "text")
+        (good,) = consume(stack.kafka_bootstrap, [tel], until=lambda rs: len(rs) >= 1, timeout=30)
+        assert (good.key, good.json()["seq"], good.headers["orig_adapter"]) == (
+            b"pump-1", 0, b"amqp",
+        )  # fmt: skip
+        (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
+        assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
+        read = subprocess.run(
+            [sys.executable, "-c", north], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert read.stdout == _doc_block("docs/amqp.md", "text", 2)
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
-    assert done.stdout == _doc_block("docs/amqp.md", "text")
-    (good,) = consume(stack.kafka_bootstrap, [tel], until=lambda rs: len(rs) >= 1, timeout=30)
-    assert (good.key, good.json()["seq"], good.headers["orig_adapter"]) == (b"pump-1", 0, b"amqp")
-    (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
-    assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
 
 
 def _answers(url: str) -> bool:

@@ -72,6 +72,14 @@ def key_principal(key: ApiKey) -> Principal:
     return Principal(key.key, "apikey", (key.role,), key.tenant)
 
 
+def account_principal(actor: Actor) -> Principal | None:
+    """The pub/sub caller an authenticated registry account is, or None when its roles may not
+    use the pub/sub API (iot-amqp's northbound links decide with it too)."""
+    if not API_ROLES & set(actor.roles):
+        return None
+    return Principal(actor.name, "account", actor.roles, actor.tenant)
+
+
 class RegistryAuthenticator:
     def __init__(
         self,
@@ -168,9 +176,7 @@ class RegistryAuthenticator:
             key = self.registry.authenticate_api_key(user, secret)
             return None if key is None else key_principal(key)
         actor = self.registry.authenticate_account(user, secret)
-        if actor is None or not API_ROLES & set(actor.roles):
-            return None
-        return Principal(actor.name, "account", actor.roles, actor.tenant)
+        return None if actor is None else account_principal(actor)
 
     def _signed(self, creds: cambria.Signed) -> Principal | None:
         key = self.registry.state.api_keys.get(creds.key)

@@ -281,8 +281,11 @@ def test_wrong_settle_mode_and_receiving_are_refused_at_attach(door: Door) -> No
             conn.create_sender(None, options=_RcvSecond())
         assert second.value.condition == "amqp:not-implemented"
         with pytest.raises(LinkDetached) as receiver:  # `command` is a device's: test_commands
-            conn.create_receiver("telemetry/default")
+            conn.create_receiver("nothing/here")
         assert receiver.value.condition == "amqp:not-found"
+        with pytest.raises(LinkDetached) as northbound:  # applications': test_northbound
+            conn.create_receiver("telemetry/default")
+        assert northbound.value.condition == "amqp:unauthorized-access"
         with pytest.raises(LinkDetached) as unknown:
             conn.create_sender("queue/jobs")
         assert unknown.value.condition == "amqp:not-found"

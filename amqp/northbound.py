@@ -1,0 +1,286 @@
+"""Northbound links of applications (service): Hono's AMQP APIs over our Kafka
+(amqp.north_model for the addresses, rights and messages; amqp.north_kafka for Kafka).
+
+- ``telemetry/{tenant}``, ``event/{tenant}``: the link is opened once its consumer has its
+  partitions (so what is written after the attach is received). Records are sent only while
+  the link has credit; the consumer is asked for no more than the credit (paused at 0).
+  Unsettled: ``accepted`` or ``rejected`` -> done, the offset may be committed past it;
+  ``released`` or ``modified`` -> sent again on this link before newer records. Pre-settled
+  (at most once): done when sent. A link or connection gone: nothing unsettled is committed,
+  so the next receiver with the link name gets it again (at least once).
+- ``command/{tenant}``, ``command_response/{tenant}/{reply_id}``: amqp.north_commands.
+- Every attach is decided first by iot-api's own access rule (amqp.north_model.north_refusal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proton import Delivery, Endpoint, Link, Message, symbol
+
+from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
+from amqp.north_commands import AppCommands
+from amqp.north_kafka import StreamFeed
+from amqp.north_model import (
+    CommandTarget,
+    Record,
+    ReplySource,
+    StreamSource,
+    group_id,
+    north_refusal,
+    parse_source,
+    parse_target,
+    stream_properties,
+)
+from api.errors import ApiError
+from api.plumbing.access import Access
+from bridge.mapping import Topics, tenant_topics
+from bridge.topics import Channel, tenant_kafka_topic
+
+if TYPE_CHECKING:
+    from amqp.connection import ClientConnection
+    from amqp.service import Door
+
+log = logging.getLogger(__name__)
+READY_S = 15.0  # a stream link is opened after this long even if Kafka assigned nothing yet
+SND_SETTLED = 1
+
+
+@dataclass(eq=False, slots=True)
+class StreamLink:
+    conn: ClientConnection
+    link: Link
+    source: StreamSource
+    presettled: bool
+    feed: StreamFeed | None = None
+    queue: deque[Record] = field(default_factory=deque)
+    unsettled: dict[bytes, Record] = field(default_factory=dict)
+    asked: int = 0
+    opened: bool = False
+    active: bool = True
+
+
+def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
+    return (id(conn), link.name)
+
+
+def _tag(dlv: Delivery) -> bytes:
+    tag = dlv.tag
+    return tag.encode() if isinstance(tag, str) else bytes(tag)
+
+
+class Northbound:
+    def __init__(self, door: Door) -> None:
+        self.door = door
+        cfg = door.cfg
+        self.topics = Topics(
+            telemetry=cfg.topic_telemetry, events=cfg.topic_events, dlq=cfg.topic_dlq
+        )
+        self._streams: dict[tuple[int, str], StreamLink] = {}
+        self._tags = itertools.count(1)
+        self.commands = AppCommands(door)  # command/{tenant}, command_response/{tenant}/{id}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def close(self) -> None:
+        for sl in list(self._streams.values()):
+            self._end(sl)
+        await self.commands.close()
+
+    # --- attach -----------------------------------------------------------------------------
+
+    def attach(self, conn: ClientConnection, link: Link) -> bool:
+        """Open or refuse a northbound link; False if it is none (a device's link)."""
+        if link.is_sender:
+            found: Any = parse_source(link.remote_source.address)
+        else:
+            found = parse_target(link.remote_target.address)
+        if found is None:
+            return False
+        refusal = found if isinstance(found, Refusal) else self._refusal(conn, link, found)
+        if refusal is not None:
+            conn.refuse(link, refusal)
+            return True
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = RCV_SETTLE_FIRST
+        if isinstance(found, StreamSource):
+            self._open_stream(conn, link, found)
+            return True
+        link.open()
+        if isinstance(found, CommandTarget):
+            self.commands.open_sink(conn, link, found)
+        else:
+            self.commands.open_replies(conn, link, found)
+        return True
+
+    def _refusal(self, conn: ClientConnection, link: Link, found: Any) -> Refusal | None:
+        cfg = self.door.cfg
+        if isinstance(found, StreamSource):
+            own = tenant_topics(self.topics, found.tenant)
+            topic = own.telemetry if found.channel is Channel.TELEMETRY else own.events
+            access = Access.READ
+        elif isinstance(found, ReplySource):
+            topic = tenant_kafka_topic(cfg.topic_command_replies, found.tenant)
+            access = Access.READ
+        else:
+            topic, access = tenant_kafka_topic(cfg.topic_commands, found.tenant), Access.WRITE
+        auth = self.door.logins.auth
+        refusal = north_refusal(
+            conn.login.principal, conn.login.caller, tenant=found.tenant, topic=topic,
+            access=access, acl=None if auth is None else auth.acl(topic),
+            tenants=None if auth is None else auth.tenants(),
+        )  # fmt: skip
+        if refusal is not None:
+            return refusal
+        if isinstance(found, StreamSource):
+            if len(self._streams) >= cfg.north_max_links:
+                return Refusal(Cond.RESOURCE_LIMIT, f"over {cfg.north_max_links} stream links")
+            settled = int(link.remote_snd_settle_mode) == SND_SETTLED
+            if found.channel is Channel.EVENTS and settled:
+                return Refusal(Cond.PRECONDITION, "events are at least once: attach unsettled")
+        return None
+
+    # --- telemetry and events ---------------------------------------------------------------
+
+    def _open_stream(self, conn: ClientConnection, link: Link, source: StreamSource) -> None:
+        own = tenant_topics(self.topics, source.tenant)
+        topic = own.telemetry if source.channel is Channel.TELEMETRY else own.events
+        sl = StreamLink(conn, link, source, int(link.remote_snd_settle_mode) == SND_SETTLED)
+        sl.feed = StreamFeed(
+            self.door.cfg.kafka_bootstrap, topic, group_id(source, link.name),
+            on_records=lambda batch: self._records(sl, batch), on_ready=lambda: self._ready(sl),
+        )  # fmt: skip
+        self._streams[_key(conn, link)] = sl
+        self.door.stats.north_links.inc()
+        task = asyncio.get_running_loop().create_task(self._start(sl))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, sl: StreamLink) -> None:
+        """The tenant's topics exist (as before its first upload), then the feed starts; the
+        link is opened when Kafka assigned it partitions, or after :data:`READY_S`."""
+        try:
+            await self.door.uploads.tenant_ready(sl.source.tenant)
+        except ApiError as exc:
+            log.warning("topics of tenant %s not made: %s", sl.source.tenant, exc)
+        if sl.active and sl.feed is not None:
+            sl.feed.start()
+            asyncio.get_running_loop().call_later(READY_S, self._ready, sl)
+
+    def _ready(self, sl: StreamLink) -> None:
+        if sl.opened or not sl.active or sl.conn.closed:
+            return
+        sl.opened = True
+        sl.link.open()
+        self._pump(sl)
+
+    def _records(self, sl: StreamLink, batch: list[Record]) -> None:
+        sl.asked -= len(batch)
+        if sl.active:
+            sl.queue.extend(batch)
+            self._pump(sl)
+
+    def _pump(self, sl: StreamLink) -> None:
+        """Send what credit allows; ask Kafka for as much as the credit left."""
+        link = sl.link
+        if not sl.opened or not sl.active or not link.state & Endpoint.LOCAL_ACTIVE:
+            return
+        while link.credit > 0 and sl.queue:
+            self._send(sl, sl.queue.popleft())
+        if link.drain_mode and not sl.queue:
+            link.drained()
+        want = min(link.credit, self.door.cfg.link_credit) - len(sl.queue) - sl.asked
+        if want > 0 and sl.feed is not None:
+            sl.feed.grant(want)
+            sl.asked += want
+        sl.conn.flush_soon()
+
+    def _send(self, sl: StreamLink, rec: Record) -> None:
+        msg = Message(
+            body=rec.value,
+            content_type="application/json",
+            creation_time=rec.timestamp_ms / 1000,
+            properties=stream_properties(rec, sl.source.tenant),
+            annotations={
+                symbol("x-opt-kafka-partition"): rec.partition,
+                symbol("x-opt-kafka-offset"): rec.offset,
+            },
+            durable=sl.source.channel is Channel.EVENTS,
+            inferred=True,
+        )
+        tag = str(next(self._tags))
+        dlv = sl.link.delivery(tag)
+        sl.link.send(msg.encode())
+        sl.link.advance()
+        self.door.stats.north_messages.labels(sl.source.channel.value, "sent").inc()
+        if sl.presettled:
+            dlv.settle()
+            assert sl.feed is not None
+            sl.feed.settled(rec)
+        else:
+            sl.unsettled[tag.encode()] = rec
+
+    def on_flow(self, conn: ClientConnection, link: Link) -> None:
+        key = _key(conn, link)
+        if key in self._streams:
+            self._pump(self._streams[key])
+        else:
+            self.commands.on_flow(conn, link)
+
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
+        """An application settled a record or reply; False if the link is none of ours."""
+        if self.commands.on_disposition(conn, dlv):
+            return True
+        sl = self._streams.get(_key(conn, dlv.link))
+        if sl is None:
+            return False
+        if not (dlv.settled or dlv.remote_state):
+            return True
+        rec = sl.unsettled.pop(_tag(dlv), None)
+        state = dlv.remote_state
+        dlv.settle()
+        if rec is not None and sl.feed is not None:
+            label = sl.source.channel.value
+            if state in (Delivery.RELEASED, Delivery.MODIFIED):
+                sl.queue.appendleft(rec)  # sent again, before anything newer
+                self.door.stats.north_messages.labels(label, "released").inc()
+            else:
+                sl.feed.settled(rec)
+                outcome = "rejected" if state == Delivery.REJECTED else "accepted"
+                self.door.stats.north_messages.labels(label, outcome).inc()
+        self._pump(sl)
+        return True
+
+    def detached(self, conn: ClientConnection, link: Link) -> None:
+        key = _key(conn, link)
+        self.commands.detached(conn, link)
+        sl = self._streams.get(key)
+        if sl is not None:
+            if not sl.opened:  # answer the detach of a link never opened here
+                sl.opened = True
+                link.open()
+                link.close()
+            self._end(sl)
+
+    def forget(self, conn: ClientConnection) -> None:
+        for sl in [s for s in self._streams.values() if s.conn is conn]:
+            self._end(sl)
+        self.commands.forget(conn)
+
+    def _end(self, sl: StreamLink) -> None:
+        """Unsettled records are not committed: the group's next member sends them again."""
+        if not sl.active:
+            return
+        sl.active = False
+        self._streams.pop(_key(sl.conn, sl.link), None)
+        if sl.feed is not None:
+            sl.feed.close()
+        sl.queue.clear()
+        sl.unsettled.clear()
+        self.door.stats.north_links.dec()
