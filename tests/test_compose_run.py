@@ -298,21 +298,25 @@ def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
 
 
 def test_a_device_with_a_certificate_sends_telemetry_over_tls(
-    compose_stack: Compose, admin: tuple[str, str], tmp_path: Path
+    compose_stack: Compose, container_engine: Any, admin: tuple[str, str], tmp_path: Path
 ) -> None:
     """Mosquitto's published TLS port (8883, mutual TLS, the appliance CA in the `ca` volume,
     as `iot-stack up` opens it): a certificate issued as an operator issues one (`iot-devices
     cert` in the mosquitto container, which holds the CA), a device that logs in with it alone
     (no secret), checking the server's certificate against the CA, its telemetry on Kafka."""
     device_id = f"tls-{uuid.uuid4().hex[:8]}"
-    issued = json.loads(compose_stack.exec(
-        "mosquitto", "iot-devices", "--kafka-bootstrap", "kafka:9092",
+    mosquitto = Probe(container_engine, compose_stack.project, "").container("mosquitto")
+    # docker exec through the engine's API: stdout apart from stderr (the key's notice)
+    code, (out, err) = mosquitto.exec_run([
+        "iot-devices", "--kafka-bootstrap", "kafka:9092",
         "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-username", "api",
         "--kafka-sasl-password-file", "/secrets/kafka/api.secret",
         "--kafka-ssl-ca-file", "/ca/ca.crt", "--admin-password-file",
         "/secrets/registry-admin.secret", "--ca-dir", "/ca", "--json", "cert", device_id,
-    ))  # fmt: skip
-    (tmp_path / "ca.crt").write_text(compose_stack.exec("mosquitto", "cat", "/ca/ca.crt"))
+    ], demux=True)  # fmt: skip
+    assert code == 0, (out or b"").decode() + (err or b"").decode()
+    issued = json.loads(out)
+    (tmp_path / "ca.crt").write_bytes(mosquitto.exec_run(["cat", "/ca/ca.crt"])[1])
     (tmp_path / "dev.key").write_text(issued["key_pem"])
     (tmp_path / "dev.crt").write_text(issued["cert_pem"])
     group = f"g{uuid.uuid4().hex[:8]}"
