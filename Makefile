@@ -34,8 +34,10 @@ test: setup lint
 containers:
 	@sh .ci/containers
 
-## The compose stack run for real: builds the image, `docker-compose up`, device, command, MR,
-## console, Spark table, `down -v` (tests marked `containers`; CI runs it after `make test`).
+## The compose stack run for real: builds the image on the pinned base, `docker-compose up`,
+## device (also over TLS), command, MR, console, Spark table, host loss under load (kafka3:
+## IOT_HOSTLOSS_CUT_S, default 60), `down -v` (tests marked `containers`; CI runs it after
+## `make test`).
 test-containers: setup containers
 	DOCKER_HOST=unix:///run/iot-containers/docker.sock $(BIN)/pytest --containers -m containers -n 0
 

@@ -448,3 +448,35 @@ def test_the_cluster_nodes_speak_sasl_ssl_with_shared_secrets() -> None:
         assert node["depends_on"]["mosquitto"] == {"condition": "service_healthy"}, name
     for name in KAFKA_CLIENTS:
         assert _env(CLUSTER[name])["IOT_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name
+
+
+# -- compose v2: the Compose Specification's schema, which compose v2 validates files against --
+# tests/data/compose-spec.json is schema/compose-spec.json of github.com/compose-spec/compose-spec
+# (Apache-2.0), commit a08f8d51 of 2025-10-28. Compose v2 is not in Debian bookworm (only
+# docker-compose 1.29, v1, which the container tier runs): this is the check v2's loader makes.
+COMPOSE_SPEC = json.loads((ROOT / "tests" / "data" / "compose-spec.json").read_text())
+
+
+def _spec_errors(doc: dict[str, Any]) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(COMPOSE_SPEC)
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)
+    ]
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.kafka3.yml"])
+def test_each_file_is_valid_for_compose_v2(name: str) -> None:
+    assert _spec_errors(yaml.safe_load((ROOT / name).read_text())) == []
+
+
+def test_the_merged_cluster_is_valid_for_compose_v2_and_the_schema_refuses_a_typo() -> None:
+    merged = {
+        **COMPOSE,
+        "services": CLUSTER,
+        "volumes": {**COMPOSE["volumes"], **OVERLAY["volumes"]},
+    }
+    assert _spec_errors(merged) == []
+    typo = {**merged, "services": {**CLUSTER, "api": {**CLUSTER["api"], "healthckeck": {}}}}
+    assert _spec_errors(typo) != []

@@ -267,7 +267,8 @@ NOT_RUN = {
         (
             "make containers",
             "export DOCKER_HOST=unix:///run/iot-containers/docker.sock",
-            "DOCKER_BUILDKIT=0 docker build --network host -t iot-appliance:latest .",
+            "DOCKER_BUILDKIT=0 docker build --network host --build-arg "
+            "'BASE=$(cat /var/lib/iot-containers/base-image)' -t iot-appliance:latest .",
             "docker-compose up -d",
             "docker-compose ps",
             "docker-compose down -v",
@@ -276,8 +277,8 @@ NOT_RUN = {
         "needs the container engine `make containers` installs (root, minutes, ~2.5 GB: "
         "not in this module's run); `make test-containers` (CI, after `make test`) runs "
         "`make containers`, then tests/test_compose_run.py: the same build (the engine's "
-        "legacy builder, host network), `docker-compose up -d` of this file with its ports "
-        "remapped to free loopback ports, the services healthy, `down -v`",
+        "legacy builder, host network, the pinned base), `docker-compose up -d` of this file "
+        "with its ports remapped to free loopback ports, the services healthy, `down -v`",
     ),
     "make stop": "`iot-stack down` would stop the servers this test session shares; "
     "`down` is tested by tests/stack/test_stack_integration.py",

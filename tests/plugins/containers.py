@@ -52,6 +52,7 @@ def engine_env() -> dict[str, str]:
 class Timings:
     started: float = field(default_factory=time.monotonic)
     seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def add(self, what: str, seconds: float) -> None:
         self.seconds[what] = round(seconds, 1)
@@ -95,14 +96,22 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     line = ", ".join(f"{k} {v:g} s" for k, v in _TIMINGS.seconds.items())
     terminalreporter.write_sep("-", "container timings")
     terminalreporter.write_line(line)
+    if _TIMINGS.counts:
+        terminalreporter.write_line(", ".join(f"{k} {v}" for k, v in _TIMINGS.counts.items()))
     TIMINGS.parent.mkdir(parents=True, exist_ok=True)
     with TIMINGS.open("a") as out:
-        row = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **_TIMINGS.seconds}
+        row = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **_TIMINGS.seconds,
+               **_TIMINGS.counts}  # fmt: skip
         out.write(json.dumps(row) + "\n")
 
 
 def record_time(what: str, seconds: float) -> None:
     _TIMINGS.add(what, seconds)
+
+
+def record_count(what: str, count: int) -> None:
+    """A count (messages lost, duplicated...) printed and kept with the timings."""
+    _TIMINGS.counts[what] = count
 
 
 def engine_has_image(image: str) -> bool:
@@ -137,6 +146,19 @@ def wait_for_kafka(bootstrap: str, logs: Callable[[], tuple[bytes, bytes]]) -> N
                 raise AssertionError(f"Kafka at {bootstrap} did not answer: {exc}\n{tail}") from exc
 
 
+def pinned_base() -> str:
+    """The base image the build must use: its ID as `.ci/containers` recorded it
+    (``$IOT_CONTAINERS_DIR/base-image``; the Dockerfile's FROM takes an ID), or
+    ``IOT_CONTAINER_BASE``."""
+    if os.environ.get("IOT_CONTAINER_BASE"):
+        return os.environ["IOT_CONTAINER_BASE"]
+    state = Path(os.environ.get("IOT_CONTAINERS_DIR", "/var/lib/iot-containers"))
+    try:
+        return (state / "base-image").read_text().strip()
+    except OSError as exc:
+        pytest.fail(f"no pinned base ({exc}): run `make containers` (.ci/containers) first")
+
+
 @pytest.fixture(scope="session")
 def container_engine() -> Iterator[Any]:
     """A docker-py client of the engine; fails (never skips) when it does not answer."""
@@ -157,13 +179,16 @@ def container_engine() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def app_image(container_engine: Any) -> str:
-    """The appliance's image built from this checkout's Dockerfile (its layer cache kept: a
-    code change rebuilds only `pip install .`), tagged as docker-compose.yml names it."""
+    """The appliance's image built from this checkout's Dockerfile on the pinned base (its
+    layer cache kept: a code change rebuilds only the wheel), tagged as docker-compose.yml
+    names it."""
     started = time.monotonic()
     log: list[str] = []
+    base = pinned_base()
     for chunk in container_engine.api.build(
-        path=str(ROOT), tag=IMAGE, network_mode="host", rm=True, decode=True
-    ):
+        path=str(ROOT), tag=IMAGE, network_mode="host", rm=True, decode=True,
+        buildargs={"BASE": base},
+    ):  # fmt: skip
         if "stream" in chunk:
             log.append(chunk["stream"].rstrip())
         if "error" in chunk:
