@@ -72,5 +72,13 @@ def machine_info() -> dict[str, Any]:
         "librdkafka": confluent_kafka.libversion()[0],
         "paho_mqtt": _pkg_version("paho-mqtt"),
         "mq_bridge": _pkg_version("mq-bridge"),
+        "telegraf": telegraf_version(),
         "loadavg_before": loadavg(),
     }
+
+
+def telegraf_version() -> str:
+    """The Telegraf release the bench builds (and whether its binary is there yet)."""
+    from bench import telegraf
+
+    return telegraf.VERSION + ("" if telegraf.binary_path().is_file() else " (not built yet)")

@@ -1,4 +1,4 @@
-"""The contenders that run as subprocesses: our bridge, the naive bridge, mq-bridge.
+"""The contenders that run as subprocesses: our bridge, the naive bridge, mq-bridge, Telegraf.
 
 Each writes to a fresh Kafka topic; "delivered" is what reached it. A sink is ready once every
 process says so and a probe message (from the probe device, which the checks ignore) came out
@@ -310,3 +310,32 @@ class MqBridgeSink(ProcessSink):
         # exposes mqb.src.mqtt_topic, which the route uses as the Kafka key (one partition
         # per device, like our bridge)
         return [(argv, _python_env({"MQB_SOURCE_METADATA": "true"}))]
+
+
+class TelegrafSink(ProcessSink):
+    """Telegraf (``bench.telegraf``: built once with only its MQTT and Kafka plugins) as an
+    MQTT -> Kafka route keyed by the device id in the topic."""
+
+    def commands(self) -> list[tuple[list[str], dict[str, str]]]:
+        from bench import telegraf
+        from bridge.config import BridgeConfig
+
+        ours = BridgeConfig()
+        conf = self.log_dir / f"{self.name}-{self.topic}.conf"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        conf.write_text(
+            telegraf.render_config(
+                mqtt_url=f"tcp://{self.mqtt_host}:{self.mqtt_port}",
+                mqtt_topic=telemetry_topic("+"),
+                client_id=f"bench-telegraf-{time.time_ns()}",
+                bootstrap=self.bootstrap,
+                topic=self.topic,
+                window=min(ours.mqtt_receive_maximum, 65535),
+                compression=ours.kafka_compression,
+            )
+        )
+        try:
+            binary = telegraf.ensure_binary()
+        except telegraf.TelegrafUnavailableError as exc:
+            raise SinkError(str(exc)) from exc
+        return [([str(binary), "--config", str(conf)], _python_env({}))]

@@ -72,10 +72,15 @@ def headline(results: list[RunResult], payload: int) -> list[str]:
         lines.append(
             f"- {payload} B: vs mq-bridge **{r_mqb:.2f}x**{over_runs(rng, 2)} (target > 1)."
         )
+    telegraf = find(results, "telegraf", "throughput", payload)
+    r_tg = ratio(ours.msgs_per_s if ours else None, telegraf.msgs_per_s if telegraf else None)
+    if r_tg is not None:
+        rng = value_range(paired_ratios(our_runs, throughput_runs(results, "telegraf", payload)))
+        lines.append(f"- {payload} B: vs Telegraf **{r_tg:.2f}x**{over_runs(rng, 2)}.")
     if ours is not None and ours.cpu_s_per_million is not None:
         others = [
             f"{r.contender} {r.cpu_s_per_million:.1f}"
-            for r in (naive, mqb)
+            for r in (naive, mqb, telegraf)
             if r is not None and r.cpu_s_per_million is not None
         ]
         cpu_rng = value_range(r.cpu_s_per_million for r in our_runs)
@@ -192,7 +197,7 @@ def to_markdown(run: Any) -> str:
         f"Linux {m.get('kernel')}, Python {m.get('python')}; {m.get('mosquitto')}; "
         f"{m.get('kafka')} (KRaft, single node); confluent-kafka {m.get('confluent_kafka')} "
         f"(librdkafka {m.get('librdkafka')}); paho-mqtt {m.get('paho_mqtt')}; "
-        f"mq-bridge {m.get('mq_bridge')}. Load average before: "
+        f"mq-bridge {m.get('mq_bridge')}; Telegraf {m.get('telegraf', '-')}. Load average before: "
         f"{' '.join(m.get('loadavg_before', []))}, after: {' '.join(m.get('loadavg_after', []))}."
         + _autosave_line(opts.mosquitto_autosave_changes),
         "",

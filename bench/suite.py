@@ -29,6 +29,7 @@ from bench.suite_options import (
     MQB,
     NAIVE,
     OURS_QOS0,
+    TELEGRAF,
     SuiteOptions,
     SuiteRun,
 )
@@ -175,7 +176,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
         )
         if options.latency and base:
             half = round(base / 2, -2)
-            for contender in (LIMIT, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB):
+            for contender in (LIMIT, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB, TELEGRAF):
                 if contender not in want:
                     continue
                 if contender == KAFKA_PERF:
@@ -184,7 +185,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
                     record(runner.mqtt_run(contender, "latency", big, rate=half))
             # a device population sending little: 1 % of our maximum (the adaptive linger's case)
             low = max(10.0, round(base / 100, -1))
-            for contender in (LIMIT, OURS, MQB):
+            for contender in (LIMIT, OURS, MQB, TELEGRAF):
                 if contender in want:
                     record(runner.mqtt_run(contender, LOW_LOAD, big, rate=low))
         if options.scaling and OURS in want:

@@ -14,8 +14,11 @@ PUBLISHER = "publisher-only"
 OURS_QOS0 = "iot-bridge-qos0"
 NAIVE = "naive-bridge"
 MQB = "mq-bridge"
+TELEGRAF = "telegraf"
 KAFKA_PERF = "kafka-producer-perf"
-ALL_CONTENDERS = (PUBLISHER, LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB)
+ALL_CONTENDERS = (
+    PUBLISHER, LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0, NAIVE, MQB, TELEGRAF,
+)  # fmt: skip
 
 
 def qos_of(contender: str) -> int:

@@ -20,7 +20,13 @@ from bench.kafka_side import (
     verify_topic,
 )
 from bench.load import LoadGenerator, LoadReport, LoadSpec
-from bench.process_sinks import MqBridgeSink, NaiveBridgeSink, OurBridgeSink, ProcessSink
+from bench.process_sinks import (
+    MqBridgeSink,
+    NaiveBridgeSink,
+    OurBridgeSink,
+    ProcessSink,
+    TelegrafSink,
+)
 from bench.procstat import CpuMeter, MachineCpuMeter
 from bench.results import LIMIT, OURS, RunResult, cpu_per_million, percentile, steady_rate
 from bench.sinks import CounterSink, PublisherOnlySink, Sink
@@ -32,6 +38,7 @@ from bench.suite_options import (
     OURS_QOS0,
     PUBLISHER,
     ROOT,
+    TELEGRAF,
     SuiteOptions,
     SuiteRun,
     qos_of,
@@ -86,6 +93,8 @@ class Runner:
             sink = NaiveBridgeSink(**kw)
         elif contender == MQB:
             sink = MqBridgeSink(extra_args=self.opts.mq_bridge_args, **kw)
+        elif contender == TELEGRAF:
+            sink = TelegrafSink(**kw)
         else:
             raise ValueError(f"unknown contender {contender}")
         return sink, topic

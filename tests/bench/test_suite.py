@@ -12,6 +12,7 @@ from bench.suite_options import (
     OURS,
     OURS_QOS0,
     PUBLISHER,
+    TELEGRAF,
     SuiteOptions,
 )
 
@@ -46,6 +47,7 @@ def test_kafkas_own_benchmark_runs_last_in_a_round() -> None:
         OURS_QOS0,
         NAIVE,
         MQB,
+        TELEGRAF,
         KAFKA_PERF,
     ]
     assert round_order(SuiteOptions(contenders=(KAFKA_PERF, MQB, LIMIT))) == [
