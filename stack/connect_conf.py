@@ -20,7 +20,7 @@ rewrites its process title, which the launcher compares with the pid file to fin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -50,11 +50,17 @@ DELTA_CATALOG = {
 
 
 def server_command(
-    java: str, classpath: list[str], props: Path, *, master: str, memory: str
+    java: str,
+    classpath: list[str],
+    props: Path,
+    *,
+    master: str,
+    memory: str,
+    jvm_options: Sequence[str] = (),
 ) -> list[str]:
     """The Connect server's JVM command line (what ``spark-submit`` runs, without its script)."""
     return [
-        java, "-cp", ":".join(classpath), f"-Xmx{memory}", *JAVA_OPTIONS,
+        java, "-cp", ":".join(classpath), f"-Xmx{memory}", *JAVA_OPTIONS, *jvm_options,
         SUBMIT_CLASS, "--master", master, "--conf", f"spark.driver.memory={memory}",
         "--properties-file", str(props), "--class", SERVER_CLASS, "--name", "iot-connect",
         "spark-internal",

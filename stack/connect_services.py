@@ -73,6 +73,7 @@ class ConnectService(AppService):
             listen_port=cfg.connect_port,
             server_port=cfg.connect_server_port,
             url_host=cfg.connect_host,
+            jvm_options=cfg.connect_jvm_options,
         )
         store, _made = mqtt_tls.ensure_ca(cfg)
         spark_connect.write_files(

@@ -195,6 +195,8 @@ class StackSettings:
     connect_server_port: int = _setting(
         "IOT_STACK_CONNECT_SERVER_PORT", 15003, "the Connect server's own port, on loopback"
     )
+    connect_jvm_options: str = _setting("IOT_SPARK_DRIVER_JAVA_OPTIONS", "", "more JVM options "
+        "of the Connect server, a Spark driver (the analytics job reads it too)")  # fmt: skip
     # --- Spark (docs/operations.md, "Spark cluster") ---
     spark_master: str = _setting(
         "IOT_SPARK_MASTER",

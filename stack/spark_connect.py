@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ def plan(
     server_port: int,
     master: str = "local[1]",
     driver_memory: str = "512m",
+    jvm_options: str = "",
     url_host: str | None = None,
 ) -> ConnectPlan:
     """The two command lines, their environment and files under ``work_dir`` (not written)."""
@@ -88,8 +90,9 @@ def plan(
     classpath = [str(spark_conf_dir()), *map(str, slf4j), f"{jars}/*", *map(str, delta_jars())]
     props = work_dir / "spark-connect.properties"
     server_argv = connect_conf.server_command(
-        java, classpath, props, master=master, memory=driver_memory
-    )
+        java, classpath, props, master=master, memory=driver_memory,
+        jvm_options=shlex.split(jvm_options),
+    )  # fmt: skip
     env = {
         "SPARK_HOME": str(home),
         "SPARK_SCALA_VERSION": "2.13",

@@ -37,3 +37,19 @@ def test_files_and_urls(tmp_path: Path) -> None:
     assert len(token) >= 32
     assert spark_connect.ensure_token(secrets_dir) == token
     assert connect_token_secret(secrets_dir).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_server_jvm_takes_the_spark_driver_options_and_never_the_token(tmp_path: Path) -> None:
+    argv = connect_conf.server_command(
+        "java", ["/cp"], tmp_path / "p.properties", master="local[1]", memory="512m",
+        jvm_options=["-XX:TieredStopAtLevel=1"],
+    )  # fmt: skip
+    assert argv.index("-XX:TieredStopAtLevel=1") < argv.index(connect_conf.SUBMIT_CLASS)
+    plan = spark_connect.plan(
+        tmp_path, listen_host="127.0.0.1", listen_port=15002, server_port=15003,
+        jvm_options="-XX:TieredStopAtLevel=1 -Xss2m",
+    )  # fmt: skip
+    assert [a for a in plan.server_argv if a in ("-XX:TieredStopAtLevel=1", "-Xss2m")] == [
+        "-XX:TieredStopAtLevel=1",
+        "-Xss2m",
+    ]
