@@ -67,8 +67,10 @@ def ensure_secret(config: StackConfig, principal: str) -> str:
     if secret is not None:
         return secret
     # containers sharing the secrets volume (the nodes of a cluster) may race here: the first
-    # link wins and every other one reads its secret
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    # link wins and every other one reads its secret. The temporary name is random, not the
+    # pid: every container's iot-stack may have the same pid (the kafka3 compose stack's three
+    # nodes once collided on `.commands.secret.1.new`)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.new")
     write_secret(tmp, secrets.token_urlsafe(32))
     try:
         os.link(tmp, path)

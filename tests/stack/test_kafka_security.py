@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,24 @@ def test_the_rendered_node_config_is_private_and_secured(tmp_path: Path) -> None
 def test_sasl_ssl_is_for_the_stacks_own_kafka(tmp_path: Path) -> None:
     with pytest.raises(StackError, match="external"):
         StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl", external_kafka="k:9092")
+
+
+def test_nodes_sharing_the_secrets_volume_agree_on_each_secret(tmp_path: Path) -> None:
+    """The kafka3 compose stack's nodes start at once on one secrets volume, each iot-stack
+    with the same pid: every one must get the same secret, none an error (they once collided
+    on a temporary file named after the pid)."""
+    from stack import kafka_auth
+
+    cfg = StackConfig(data_dir=tmp_path, kafka_security="sasl_ssl")
+    start = threading.Barrier(12)
+
+    def node() -> dict[str, str]:
+        start.wait()
+        return kafka_auth.format_secrets(cfg)
+
+    with ThreadPoolExecutor(12) as pool:
+        got = list(pool.map(lambda _: node(), range(12)))
+    assert all(g == got[0] for g in got)
+    assert sorted(p.name for p in (tmp_path / "secrets" / "kafka").iterdir()) == sorted(
+        f"{name}.secret" for name in got[0]
+    )  # no temporary file left behind
