@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
@@ -47,7 +46,7 @@ from tests.docs_examples import (
     parse,
 )
 from tests.plugins.jvm_options import KAFKA_JVM_OPTIONS_ENV
-from tests.registry.conftest import running_dynsec_mosquitto
+from tests.registry.conftest import fresh_store, running_dynsec_mosquitto
 
 EXAMPLES = all_examples()
 FENCED = [e for e in EXAMPLES if e.kind == "fenced"]
@@ -1124,12 +1123,7 @@ def test_amqp_example_runs(
 ) -> None:
     """docs/amqp.md: `iot-amqp` as shown (on free ports, with a registry of the test's own),
     then the python-qpid-proton example as it stands, printing what the doc says it prints."""
-    suffix = uuid.uuid4().hex[:10]
-    store = KafkaStore(
-        stack.kafka_bootstrap, topic=f"iot.registry.{suffix}",
-        audit_topic=f"iot.registry.audit.{suffix}", transactional_id=f"iot-registry-{suffix}",
-    )  # fmt: skip
-    store.ensure_topics()
+    store = fresh_store(stack.kafka_bootstrap)
     registry = Registry.open(store, local_admin("docs"), None, write=True)
     registry.create_tenant("default")
     secret = registry.add_device("default", "pump-1").secret

@@ -21,7 +21,6 @@ from commands.client import CommandClient
 from commands.config import CommandConfig
 from commands.model import State
 from commands.service import CommandService
-from registry.kafka_store import KafkaStore
 from registry.permissions import local_admin
 from registry.service import Registry
 from stack.topics import TopicSpec, ensure_topics
@@ -30,6 +29,7 @@ from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F40
 from tests.commands.harness import Records, forget_session, unique, wait_for
 from tests.conftest import Endpoints
 from tests.plugins.mqtt_logins import bridge_login_settings
+from tests.registry.conftest import fresh_store
 
 pytestmark = pytest.mark.integration
 
@@ -69,13 +69,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(stack: Endpoints, transactions_ready: None) -> Iterator[Setup]:  # noqa: F811
     suffix = uuid.uuid4().hex[:10]
-    store = KafkaStore(
-        stack.kafka_bootstrap,
-        topic=f"iot.registry.{suffix}",
-        audit_topic=f"iot.registry.audit.{suffix}",
-        transactional_id=f"iot-registry-{suffix}",
-    )
-    store.ensure_topics()
+    store = fresh_store(stack.kafka_bootstrap)
     reg = Registry.open(store, local_admin("test"), None, write=True)
     reg.create_tenant("default")
     reg.create_tenant("acme")

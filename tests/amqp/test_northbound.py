@@ -25,7 +25,6 @@ from amqp.service import AmqpService
 from api.http_devices.model import DeviceRef
 from commands.config import CommandConfig
 from commands.service import CommandService
-from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
@@ -35,6 +34,7 @@ from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F40
 from tests.commands.harness import forget_session, unique, wait_for
 from tests.conftest import Endpoints
 from tests.plugins.mqtt_logins import bridge_login_settings
+from tests.registry.conftest import fresh_store
 
 pytestmark = pytest.mark.integration
 
@@ -86,11 +86,7 @@ class North:
 @pytest.fixture(scope="module")
 def north(stack: Endpoints, transactions_ready: None) -> Iterator[North]:  # noqa: F811
     suffix = uuid.uuid4().hex[:10]
-    store = KafkaStore(
-        stack.kafka_bootstrap, topic=f"iot.registry.{suffix}",
-        audit_topic=f"iot.registry.audit.{suffix}", transactional_id=f"iot-registry-{suffix}",
-    )  # fmt: skip
-    store.ensure_topics()
+    store = fresh_store(stack.kafka_bootstrap)
     reg = Registry.open(store, local_admin("test"), None, write=True)
     for tenant in ("default", "acme", "beta"):
         reg.create_tenant(tenant)

@@ -28,7 +28,6 @@ from proton.utils import BlockingConnection, BlockingSender, ConnectionClosed, L
 
 from amqp import sasl
 from amqp.service import AmqpService
-from registry.kafka_store import KafkaStore
 from registry.model import Quotas, Role
 from registry.permissions import local_admin
 from registry.service import Registry
@@ -37,6 +36,7 @@ from tests.amqp.harness import running_amqp
 from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.bridge.helpers import Record, consume
 from tests.conftest import Endpoints
+from tests.registry.conftest import fresh_store
 
 pytestmark = pytest.mark.integration
 
@@ -86,13 +86,7 @@ class Door:
 @pytest.fixture(scope="module")
 def door(stack: Endpoints, transactions_ready: None) -> Iterator[Door]:  # noqa: F811
     suffix = uuid.uuid4().hex[:10]
-    store = KafkaStore(
-        stack.kafka_bootstrap,
-        topic=f"iot.registry.{suffix}",
-        audit_topic=f"iot.registry.audit.{suffix}",
-        transactional_id=f"iot-registry-{suffix}",
-    )
-    store.ensure_topics()
+    store = fresh_store(stack.kafka_bootstrap)
     reg = Registry.open(store, local_admin("test"), None, write=True)
     secrets: dict[str, str] = {}
     reg.create_tenant("default")

@@ -21,14 +21,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from registry.cli import main as registry_cli
 from registry.dynsec import DynsecClient
-from registry.kafka_store import KafkaStore
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
 from registry.topics import ADMIN_USERNAME
 from tests.conftest import Endpoints
 from tests.edge import netns
-from tests.registry.conftest import free_port, mosquitto_process
+from tests.registry.conftest import free_port, fresh_store, mosquitto_process
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_HELPER = Path(__file__).with_name("site_device.py")
@@ -78,14 +77,7 @@ def central(
         # the central bridge drains in bursts after a heal: never drop what a site forwards
         "max_queued_messages 1000000\n"
     )
-    suffix = uuid.uuid4().hex[:10]
-    store = KafkaStore(
-        stack.kafka_bootstrap,
-        topic=f"iot.registry.{suffix}",
-        audit_topic=f"iot.registry.audit.{suffix}",
-        transactional_id=f"iot-registry-{suffix}",
-    )
-    store.ensure_topics()
+    store = fresh_store(stack.kafka_bootstrap)
     with ExitStack() as stack_:
         port, log, _proc = stack_.enter_context(mosquitto_process(dynsec, workdir, extra))
         mosquitto = DynsecClient(

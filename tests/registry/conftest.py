@@ -99,6 +99,20 @@ def dynsec_broker(tmp_path: Path) -> Iterator[DynsecBroker]:
         yield DynsecBroker(port, secret, log, dynsec)
 
 
+def fresh_store(bootstrap: str) -> KafkaStore:
+    """A registry store on fresh registry/audit topics of the test Kafka, with a transactional
+    id of its own (so tests never fence each other); its topics made."""
+    suffix = uuid.uuid4().hex[:10]
+    store = KafkaStore(
+        bootstrap,
+        topic=f"iot.registry.{suffix}",
+        audit_topic=f"iot.registry.audit.{suffix}",
+        transactional_id=f"iot-registry-{suffix}",
+    )
+    store.ensure_topics()
+    return store
+
+
 @pytest.fixture
 def store_factory(stack: Endpoints) -> Iterator[Callable[[], KafkaStore]]:
     """Stores on fresh registry/audit topics of the test Kafka, one transactional id per test
