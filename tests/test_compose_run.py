@@ -145,6 +145,19 @@ def _basic(user: str, secret: str) -> dict[str, str]:
     return {"Authorization": f"Basic {token}"}
 
 
+def _wait_for_marker(url: str, admin: tuple[str, str], marker: str, what: str) -> None:
+    """Reads the MR consumer at ``url`` (as ``admin``) until a message with ``marker`` came."""
+    seen: list[str] = []
+
+    def arrived() -> bool:
+        status, body, _ = _http(url, headers=_basic(*admin))
+        assert status == 200, body
+        seen.extend(json.loads(body))
+        return any(marker in m for m in seen)
+
+    wait_for(arrived, 120, what)
+
+
 def _healthy(engine: Any, compose: Compose) -> bool:
     """Every long-running service healthy (the analytics job, which has no health check in the
     compose file, ready on /readyz) and both one-shots exited 0."""
@@ -277,15 +290,7 @@ def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
         info.wait_for_publish(30)
         assert info.is_published()
         # the bridge put it on Kafka: read it back through iot-api's MR consumer (as admin)
-        seen: list[str] = []
-
-        def arrived() -> bool:
-            status, body, _ = _http(telemetry, headers=_basic(*admin))
-            assert status == 200, body
-            seen.extend(json.loads(body))
-            return any(marker in m for m in seen)
-
-        wait_for(arrived, 120, "the device's telemetry on iot.telemetry")
+        _wait_for_marker(telemetry, admin, marker, "the device's telemetry on iot.telemetry")
         # a command, sent from inside the stack as an operator does, answered by the device
         out = compose_stack.exec(
             "commands", "iot-cmd", "send", DEVICE, "reboot", "--args", '{"a": 2, "b": 3}',
@@ -335,15 +340,7 @@ def test_a_device_with_a_certificate_sends_telemetry_over_tls(
         info = client.publish(f"devices/{device_id}/telemetry", json.dumps(doc), qos=1)
         info.wait_for_publish(30)
         assert info.is_published()
-        seen: list[str] = []
-
-        def arrived() -> bool:
-            status, body, _ = _http(telemetry, headers=_basic(*admin))
-            assert status == 200, body
-            seen.extend(json.loads(body))
-            return any(marker in m for m in seen)
-
-        wait_for(arrived, 120, "the TLS device's telemetry on iot.telemetry")
+        _wait_for_marker(telemetry, admin, marker, "the TLS device's telemetry on iot.telemetry")
     finally:
         client.disconnect()
         client.loop_stop()
