@@ -90,6 +90,7 @@ class ApiService:
         self.health.start()
         health = self.health
         handlers.kafka_up = lambda: health.up
+        handlers.kafka_ready = health.ready
         self.devices = DeviceHandlers(  # HTTP devices (Hono's HTTP adapter)
             self.cfg, self.auth, self.admin, handlers.stats.registry, handlers.long_polls
         )
@@ -105,7 +106,7 @@ class ApiService:
         )
         app = build_app(handlers, self.auth, extra)
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
-        renewing: list[Renewing[Any]] = [self.admin.renewing]
+        renewing: list[Renewing[Any]] = [self.admin.renewing, health.renewing]
         handlers.stats.registry.register(RenewalCollector(lambda: renewing))
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry

@@ -51,7 +51,7 @@ class TopicAdmin:
 
     def _names_blocking(self, timeout_s: float) -> dict[str, int]:
         try:
-            meta = self.renewing.call(lambda a: a.list_topics(timeout=timeout_s))
+            meta = self.renewing.call(lambda a: a.list_topics(timeout=timeout_s), fresh_retry=True)
         except KafkaException as exc:
             raise KafkaUnavailableError(str(exc)) from exc
         return {name: len(t.partitions) for name, t in meta.topics.items() if t.error is None}

@@ -110,27 +110,37 @@ class Renewing(Generic[C]):
         while self._timeouts and self._clock() - self._timeouts[0] > self._window_s:
             self._timeouts.popleft()
 
-    def call(self, fn: Callable[[C], R]) -> R:
+    def call(self, fn: Callable[[C], R], *, fresh_retry: bool = False) -> R:
+        """``fn(client)``. With ``fresh_retry``, a call that times out is tried once more on a
+        new client at once (unless one was made less than ``min_gap_s`` ago), for requests
+        any broker can answer (metadata): librdkafka sends them to a broker whose connection
+        is up, and a node cut off without a word keeps its connection "up" until the socket
+        timeout, while a new client asks the first node that completes its handshake, which a
+        silent one never does (issue 33)."""
         client = self.client
         try:
             return fn(client)
         except Exception as exc:
-            if timed_out(exc):
-                self._timed_out(client, exc)
-            raise
+            if not timed_out(exc):
+                raise
+            renewed = self._timed_out(client, exc, fresh_retry)
+            if not (fresh_retry and renewed):
+                raise
+        return self.call(fn)  # on the new client, its own timeout counted against it
 
-    def _timed_out(self, client: C, exc: BaseException) -> None:
+    def _timed_out(self, client: C, exc: BaseException, now: bool = False) -> bool:
+        """Count a timeout against ``client``; True if it was replaced (``now``: whatever the
+        count, gap allowing)."""
         old: C | None = None
         with self._lock:
             if client is not self._client:
-                return  # an older client, already replaced
+                return now  # an older client, already replaced: a retry takes the new one
             self._timeouts.append(self._clock())
             self._forget()
             if (
-                len(self._timeouts) < self._threshold
-                or self._clock() - self._made_at < self._min_gap_s
-            ):
-                return
+                len(self._timeouts) < self._threshold and not now
+            ) or self._clock() - self._made_at < self._min_gap_s:
+                return False
             old, self._client = self._client, self._make()
             self._made_at = self._clock()
             self._timeouts.clear()
@@ -140,6 +150,7 @@ class Renewing(Generic[C]):
             self.name, exc or type(exc).__name__, self.renewals,
         )  # fmt: skip
         del old  # dropped here, in the caller's worker thread, not on the event loop
+        return True
 
 
 class RenewalCollector(Collector):

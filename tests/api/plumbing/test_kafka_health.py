@@ -101,7 +101,7 @@ def test_no_kafka_client_outlives_stop(dead_kafka: str) -> None:
         await service.start()
         await asyncio.sleep(1.5)  # the probe has run (and failed) at least once
         assert service.health is not None
-        assert service.health._client is not None
+        assert service.health.renewing._client is not None
         await service.stop()
 
     asyncio.run(life())

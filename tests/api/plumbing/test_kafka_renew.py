@@ -76,6 +76,33 @@ def test_timeouts_older_than_the_window_are_forgotten() -> None:
     assert (client.client, client.failures, client.renewals) == (1, 1, 0)
 
 
+def _silent_on_client_1(c: int) -> int:
+    if c == 1:  # the first client keeps asking a silent node
+        raise TimeoutError
+    return c * 10
+
+
+def test_a_fresh_retry_answers_from_a_new_client_at_the_first_timeout() -> None:
+    client, clock = _made()
+    clock.now += 30
+    with pytest.raises(TimeoutError):  # without it: the timeout is the caller's
+        client.call(_silent_on_client_1)
+    assert client.call(_silent_on_client_1, fresh_retry=True) == 20
+    assert (client.client, client.renewals, client.failures) == (2, 1, 0)
+
+
+def test_a_fresh_retry_waits_out_the_gap_while_kafka_is_down() -> None:
+    client, clock = _made()
+    clock.now += 30
+    with pytest.raises(TimeoutError):
+        client.call(_stuck, fresh_retry=True)  # renewed, and the new client timed out too
+    assert (client.client, client.renewals, client.failures) == (2, 1, 1)
+    clock.now += 1.0
+    with pytest.raises(TimeoutError):  # within the gap: no new client, no retry
+        client.call(_stuck, fresh_retry=True)
+    assert (client.client, client.renewals) == (2, 1)
+
+
 def test_no_more_than_one_new_client_per_gap_while_kafka_is_down() -> None:
     client, clock = _made()
     for _ in range(10):  # 10 timeouts within 5 s of the client's making: kept
