@@ -36,6 +36,8 @@ class TlsFront:
     pem: str
     ca_file: str
     crl_file: str
+    # HAProxy's admin socket (0600): `iot-stack reload-crl` sends it the new CRL
+    admin_socket: str
 
 
 def backend_name(index: int) -> str:
@@ -65,6 +67,7 @@ def render(
         "# (stack/haproxy_config.py). Do not edit: rewritten on every start.",
         "global",
         # no maxconn: HAProxy derives it from the file-descriptor limit it runs with
+        *([f"    stats socket {tls.admin_socket} mode 600 level admin"] if tls else []),
         "",
         "defaults",
         "    mode tcp",

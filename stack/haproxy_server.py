@@ -6,6 +6,7 @@ With the TLS listener on, HAProxy also holds mqtt_tls_port and terminates its mu
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -64,7 +65,37 @@ class HaproxyServer:
             str(pem),
             str(store.ca_cert.resolve()),
             str(store.crl.resolve()),
+            str(self.admin_socket),
         )
+
+    @property
+    def admin_socket(self) -> Path:
+        return mqtt_tls.checked_socket_path(self.home.resolve() / "admin.sock")
+
+    def _admin(self, command: str) -> str:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(str(self.admin_socket))
+            sock.sendall(command.encode())
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace").strip()
+
+    def reload_crl(self) -> None:
+        """Hand the running HAProxy the CA's current CRL through its admin socket (its
+        runtime API: set, then commit), so new TLS connections are checked against it and no
+        connection is dropped. StackError with HAProxy's words when it refuses."""
+        crl = mqtt_tls.ensure_ca(self.config)[0].crl.resolve()
+        try:
+            pem = crl.read_text().strip()
+            said = self._admin(f"set ssl crl-file {crl} <<\n{pem}\n\n")
+            if "transaction created" in said:
+                said = self._admin(f"commit ssl crl-file {crl}\n")
+        except OSError as exc:
+            raise StackError(f"HAProxy's admin socket {self.admin_socket}: {exc}") from exc
+        if "Success!" not in said:
+            raise StackError(f"HAProxy did not take the CRL {crl}: {said}")
 
     def render_config(self) -> Path:
         cfg = self.config

@@ -88,15 +88,19 @@ def front_dir(config: StackConfig) -> Path:
     return config.data_dir.resolve() / "mqtt-front"
 
 
-def front_socket(config: StackConfig, shard: int) -> Path:
-    """Shard ``shard``'s (1-based) unix socket that only HAProxy's TLS front connects to."""
-    path = front_dir(config) / f"shard-{shard}.sock"
+def checked_socket_path(path: Path) -> Path:
+    """``path``, or StackError when it is too long for a unix socket."""
     if len(str(path).encode()) > MAX_SOCKET_PATH:
         raise StackError(
-            f"the MQTT shards' front socket {path} is longer than {MAX_SOCKET_PATH} bytes "
-            "(a unix socket path's limit): use a shorter data_dir"
+            f"the unix socket {path} is longer than {MAX_SOCKET_PATH} bytes (a unix socket "
+            "path's limit): use a shorter data_dir"
         )
     return path
+
+
+def front_socket(config: StackConfig, shard: int) -> Path:
+    """Shard ``shard``'s (1-based) unix socket that only HAProxy's TLS front connects to."""
+    return checked_socket_path(front_dir(config) / f"shard-{shard}.sock")
 
 
 def ensure_front_dir(config: StackConfig) -> Path:

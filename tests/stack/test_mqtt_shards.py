@@ -155,7 +155,7 @@ def _tls_front(tmp_path: Path) -> TlsFront:
     store.init()
     pem = tmp_path / "front.pem"
     pem.write_bytes(store.server_cert.read_bytes() + store.server_key.read_bytes())
-    return TlsFront(8883, str(pem), str(store.ca_cert), str(store.crl))
+    return TlsFront(8883, str(pem), str(store.ca_cert), str(store.crl), str(tmp_path / "a.sock"))
 
 
 def test_the_tls_front_requires_a_certificate_whose_cn_is_the_client_id(tmp_path: Path) -> None:
@@ -165,6 +165,8 @@ def test_the_tls_front_requires_a_certificate_whose_cn_is_the_client_id(tmp_path
     path.write_text(text)
     checked = _haproxy_check(path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # the runtime API `iot-stack reload-crl` hands the new CRL to, for the stack's user only
+    assert f"global\n    stats socket {tls.admin_socket} mode 600 level admin\n" in text
     front = text.split("frontend mqtt-tls\n", 1)[1]
     assert front.startswith(
         f"    bind 0.0.0.0:8883 ssl crt {tls.pem} ca-file {tls.ca_file} verify required "
@@ -192,6 +194,7 @@ def test_the_tls_front_requires_a_certificate_whose_cn_is_the_client_id(tmp_path
     # the plain front is unchanged: TCP ports, password log-ins checked by the shard
     assert "server mosquitto-2 127.0.0.1:1885" in text
     assert "mqtt-tls" not in render("0.0.0.0", 1883, TLS_SHARDS)
+    assert "stats socket" not in render("0.0.0.0", 1883, TLS_SHARDS)
 
 
 def test_the_tls_front_needs_every_shards_socket(tmp_path: Path) -> None:
