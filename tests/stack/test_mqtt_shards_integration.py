@@ -220,7 +220,9 @@ def test_two_shards_keep_each_device_on_its_shard_in_order_with_commands(
         assert "running (pid" in status[name], status
     assert f":{stack.mqtt + 1} (shard 1)" in status["mosquitto"]
     assert f":{stack.mqtt + 2} (shard 2)" in status["mosquitto-2"]
-    assert f":{stack.mqtt} -> 2 MQTT shards" in status["haproxy"]
+    assert status["haproxy"].endswith(
+        f":{stack.mqtt} -> 2 MQTT shards, mqtts://127.0.0.1:{stack.mqtt_tls}"
+    )
     assert "commands" not in status  # one command path per shard instead
 
     secrets = shards.secrets
