@@ -224,3 +224,30 @@ def test_two_shards_with_tls_put_the_front_socket_and_plugin_before_dynsec(
     assert "bind 127.0.0.1:28883 ssl crt" in haproxy_conf
     assert f"server mosquitto-2-tls unix@{sock}" in haproxy_conf
     assert (stack.haproxy.home / "mqtt-tls.pem").stat().st_mode & 0o777 == 0o600
+
+
+def test_shards_behind_the_tls_front_refuse_to_start_without_the_plugin_or_with_a_long_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack import paths
+    from stack.launcher import Stack
+
+    cfg = StackConfig(data_dir=tmp_path, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
+    monkeypatch.setattr(paths, "front_auth_plugin", lambda: tmp_path / "missing.so")
+    with pytest.raises(StackError, match=r"missing.so not built .* \(or add --no-mqtt-tls\)"):
+        Stack(cfg).mqtt_shards[0].render_config()
+    monkeypatch.undo()
+    deep = tmp_path / ("d" * 100)
+    long_cfg = StackConfig(data_dir=deep, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
+    with pytest.raises(StackError, match="longer than 107 bytes .* use a shorter data_dir"):
+        Stack(long_cfg).haproxy.render_config()
+
+
+def test_reload_crl_without_a_running_listener_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["reload-crl", "--data-dir", str(tmp_path)]) == 1
+    assert "Mosquitto is not running: it reads the CRL when it starts" in capsys.readouterr().err
+    (tmp_path / "stack.json").write_text('{"mqtt_shards": "2"}')  # what `up --mqtt-shards 2` left
+    assert cli.main(["reload-crl", "--data-dir", str(tmp_path)]) == 1
+    assert "HAProxy is not running: it reads the CRL when it starts" in capsys.readouterr().err
