@@ -239,7 +239,7 @@ def test_shards_behind_the_tls_front_refuse_to_start_without_the_plugin_or_with_
     monkeypatch.undo()
     deep = tmp_path / ("d" * 100)
     long_cfg = StackConfig(data_dir=deep, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
-    with pytest.raises(StackError, match="longer than 107 bytes .* use a shorter data_dir"):
+    with pytest.raises(StackError, match=r"longer than 107 bytes .* use a shorter data_dir"):
         Stack(long_cfg).haproxy.render_config()
 
 
