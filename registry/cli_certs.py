@@ -30,8 +30,9 @@ from registry.service import Registry
 CERT_ACTIONS = ("issue", "revoke", "list")
 CHECKOUT_CA = Path(__file__).resolve().parents[1] / "var" / "ca"  # `make run`'s
 HUP_NOTE = (
-    "Mosquitto reads the CRL at start and on SIGHUP: run `kill -HUP <mosquitto pid>` so new "
-    "connections with a revoked certificate are refused"
+    "the TLS listener reads the CRL at start: run `iot-stack reload-crl` (HAProxy's front with "
+    "--mqtt-shards, else a SIGHUP to Mosquitto) so new connections with a revoked certificate "
+    "are refused"
 )
 
 

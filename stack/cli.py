@@ -97,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         help="show which services run, their restarts and last exit, and where",
     )  # fmt: skip
     sub.add_parser(
+        "reload-crl", parents=[common],
+        help="after `iot-devices cert revoke`: the TLS listener (HAProxy's with --mqtt-shards, "
+        "else Mosquitto's) checks new connections against the CA's current CRL",
+    )  # fmt: skip
+    sub.add_parser(
         "supervise", parents=[common],
         help="run the supervisor in the foreground (`up` starts it in the background): it "
         "restarts every service `up` started when it dies, with backoff",
@@ -224,6 +229,9 @@ def _run(args: argparse.Namespace) -> int:
         return _serve(stack.config, args.server)
     if args.command == "supervise":
         return _supervise(stack.config)
+    if args.command == "reload-crl":
+        _say(stack.reload_crl())
+        return 0
     if args.command == "connect-url":
         return cli_connect.run(stack.config, args)
     if args.command == "systemd":

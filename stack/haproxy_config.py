@@ -2,8 +2,11 @@
 address that reads each connection's CONNECT packet and sends it to the shard of its client
 identifier (:func:`stack.mqtt_shards.shard_of` computes the same shard in Python).
 
-Plain MQTT only: HAProxy must read the CONNECT, so a TLS front would have to terminate TLS,
-and Mosquitto would then no longer see the device's certificate (docs/scaling.md)."""
+With the TLS listener on, a second front terminates mutual TLS (HAProxy must read the
+CONNECT, which passthrough would hide), refuses a CONNECT whose client id or user name is not
+the certificate's CN, and hands the stream to the same shard over that shard's front socket,
+where our plugin logs the device in as its client id (docs/scaling.md, "TLS through the
+front")."""
 
 from __future__ import annotations
 
@@ -20,6 +23,21 @@ IDLE_TIMEOUT_S = 3600
 class ShardAddress:
     host: str
     port: int
+    # the shard's unix socket behind the TLS front ('' without one)
+    front_socket: str = ""
+
+
+@dataclass(frozen=True)
+class TlsFront:
+    """The mutual-TLS listener: ``pem`` holds the server certificate and its key; the
+    device certificate must chain to ``ca_file`` and not be in ``crl_file``."""
+
+    port: int
+    pem: str
+    ca_file: str
+    crl_file: str
+    # HAProxy's admin socket (0600): `iot-stack reload-crl` sends it the new CRL
+    admin_socket: str
 
 
 def backend_name(index: int) -> str:
@@ -34,18 +52,22 @@ def render(
     *,
     connect_wait_s: int = CONNECT_WAIT_S,
     idle_timeout_s: int = IDLE_TIMEOUT_S,
+    tls: TlsFront | None = None,
 ) -> str:
     """The whole config file. Shard ``i`` of ``shards`` (0-based) gets every client whose
     ``crc32(client id) % len(shards) == i``; anything that is not a valid MQTT CONNECT
-    within ``connect_wait_s`` is refused."""
+    within ``connect_wait_s`` is refused. With ``tls``, every shard needs its front socket."""
     if not shards:
         raise ValueError("need at least one shard")
+    if tls is not None and not all(shard.front_socket for shard in shards):
+        raise ValueError("the TLS front needs every shard's front socket")
     n = len(shards)
     lines = [
         "# HAProxy in front of the MQTT shards, rendered by `iot-stack up --mqtt-shards N`",
         "# (stack/haproxy_config.py). Do not edit: rewritten on every start.",
         "global",
         # no maxconn: HAProxy derives it from the file-descriptor limit it runs with
+        *([f"    stats socket {tls.admin_socket} mode 600 level admin"] if tls else []),
         "",
         "defaults",
         "    mode tcp",
@@ -72,4 +94,43 @@ def render(
             f"backend {backend_name(i)}",
             f"    server mosquitto-{i + 1} {shard.host}:{shard.port}",
         ]
+    if tls is not None:
+        lines += _tls_front(bind_host, tls, shards, connect_wait_s)
     return "\n".join(lines) + "\n"
+
+
+def _tls_front(
+    bind_host: str, tls: TlsFront, shards: Sequence[ShardAddress], connect_wait_s: int
+) -> list[str]:
+    n = len(shards)
+    payload = "req.payload(0,0),mqtt_field_value(connect"
+    lines = [
+        "",
+        "# mutual TLS, terminated here: a certificate is required (as on one Mosquitto's TLS",
+        "# listener), and its CN must be the CONNECT's client id and user name (if one is",
+        "# given); the shard takes the client id as the user name without a password",
+        "frontend mqtt-tls",
+        f"    bind {bind_host}:{tls.port} ssl crt {tls.pem} ca-file {tls.ca_file} "
+        f"verify required crl-file {tls.crl_file} ssl-min-ver TLSv1.2",
+        f"    tcp-request inspect-delay {connect_wait_s}s",
+        "    tcp-request content reject unless { req.payload(0,0),mqtt_is_valid }",
+        "    tcp-request content set-var(sess.cn) ssl_c_s_dn(CN)",
+        f"    tcp-request content set-var(sess.client_id) {payload},client_identifier)",
+        "    tcp-request content reject unless { var(sess.cn) -m len gt 0 }",
+        "    tcp-request content reject unless { var(sess.client_id),strcmp(sess.cn) eq 0 }",
+        f"    tcp-request content reject if {{ {payload},username) -m found }} "
+        f"!{{ {payload},username),strcmp(sess.cn) eq 0 }}",
+        f"    tcp-request content set-var(sess.shard) var(sess.client_id),crc32,mod({n})",
+    ]
+    lines += [
+        f"    use_backend {backend_name(i)}-tls if {{ var(sess.shard) -m int {i} }}"
+        for i in range(n)
+    ]
+    lines.append(f"    default_backend {backend_name(0)}-tls")
+    for i, shard in enumerate(shards):
+        lines += [
+            "",
+            f"backend {backend_name(i)}-tls",
+            f"    server mosquitto-{i + 1}-tls unix@{shard.front_socket}",
+        ]
+    return lines

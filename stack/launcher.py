@@ -275,11 +275,13 @@ class Stack(AppServices, MqttTier):
         return found
 
     def _endpoint(self, name: str, service: Service) -> str:
+        # the TLS listener the last `up` opened, if any: Mosquitto's, or HAProxy's with shards
+        tls = self._recorded_endpoints().get("mqtt_tls", "off")
+        tls_url = "" if tls == "off" else f", {tls.split()[0]}"
         if (shard := self.shard_endpoint(name, service)) is not None:
-            return shard
-        if name == "mosquitto":  # and the TLS listener the last `up` opened, if any
-            tls = self._recorded_endpoints().get("mqtt_tls", "off")
-            return self.config.mqtt_url + ("" if tls == "off" else f", {tls.split()[0]}")
+            return shard + (tls_url if name == "haproxy" else "")
+        if name == "mosquitto":
+            return self.config.mqtt_url + tls_url
         if name == "kafka" and isinstance(service, KafkaServer):
             # where the last `up` put the node (its --kafka-port may not be this call's)
             addresses = self._recorded_endpoints().get("kafka", "").split(",")

@@ -59,7 +59,8 @@ def shard_name(shard: int) -> str:
 class MosquittoServer:
     """One Mosquitto: the stack's only one (``shard`` 0), or shard ``i`` (1-based) of
     `--mqtt-shards N`, listening on mqtt_port + i on the connect host (HAProxy holds
-    mqtt_port), without the TLS listener."""
+    mqtt_port); with the TLS listener on, HAProxy terminates it and hands the shard its
+    devices over the shard's front socket (:func:`stack.mqtt_tls.front_socket`)."""
 
     def __init__(self, config: StackConfig, shard: int = 0) -> None:
         self.config = config
@@ -153,6 +154,7 @@ class MosquittoServer:
         return (
             f"allow_anonymous false\n{user}\n"
             + self._metrics_plugin_lines()
+            + self._front_plugin_lines()
             + f"plugin {dynsec_plugin()}\n"
             f"plugin_opt_config_file {self.dynsec_path}"
         )
@@ -172,6 +174,34 @@ class MosquittoServer:
             f"plugin_opt_interval_s {AUTH_METRICS_INTERVAL_S}\n"
         )
 
+    def _behind_tls_front(self) -> bool:
+        return self.shard > 0 and mqtt_tls.enabled(self.config)
+
+    def _front_plugin_lines(self) -> str:
+        # before dynsec: a log-in on the front socket is decided here, any other is deferred
+        if not self._behind_tls_front():
+            return ""
+        plugin = paths.front_auth_plugin()
+        if not plugin.exists():
+            raise StackError(
+                f"{plugin} not built (`make setup` builds it): the MQTT shards cannot take "
+                "TLS devices from HAProxy without it (or add --no-mqtt-tls)"
+            )
+        socket = mqtt_tls.front_socket(self.config, self.shard)
+        return f"plugin {plugin}\nplugin_opt_socket {socket}\n"
+
+    def _listener_lines(self) -> str:
+        if not self.shard:
+            return mqtt_tls.listener_lines(self.config)
+        if not self._behind_tls_front():
+            return ""
+        mqtt_tls.ensure_front_dir(self.config)
+        return (
+            "# HAProxy's TLS front hands devices it checked against their certificate to this\n"
+            "# unix socket (a 0700 directory): iot_front_auth logs them in as their client id\n"
+            f"listener 0 {mqtt_tls.front_socket(self.config, self.shard)}\n"
+        )
+
     def render_config(self, log_to_stdout: bool = False) -> Path:
         cfg = self.config
         self.home.mkdir(parents=True, exist_ok=True)
@@ -179,7 +209,7 @@ class MosquittoServer:
             port=self.port,
             bind_host=self.host,
             auth=self._auth_lines(),
-            tls_listener="" if self.shard else mqtt_tls.listener_lines(cfg),
+            tls_listener=self._listener_lines(),
             data_dir=self.home,
             # on changes: the interval counts changes, no longer seconds (one or the other)
             autosave_on_changes="true" if cfg.mqtt_autosave_changes else "false",

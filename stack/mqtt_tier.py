@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Sequence
 from typing import Protocol
 
 from registry.dynsec_plan import Command
 from stack.config import StackConfig
+from stack.errors import StackError
 from stack.haproxy_server import HaproxyServer
 from stack.mosquitto_server import MosquittoServer, shard_name
 from stack.mqtt_shards import shard_ports
@@ -91,6 +94,21 @@ class MqttTier:
             shards = len(self.recorded_shard_ports()) or self.config.mqtt_shards
             return f"{self.config.mqtt_url} -> {shards} MQTT shards"
         return None
+
+    def reload_crl(self) -> str:
+        """Make the TLS listener check new connections against the CA's current CRL (after
+        `iot-devices cert revoke`): HAProxy's, through its admin socket, with shards; one
+        Mosquitto's, by SIGHUP. Connections already open stay. What was done, in words."""
+        if self.recorded_shard_ports():
+            if not self.haproxy.running():
+                raise StackError("HAProxy is not running: it reads the CRL when it starts")
+            self.haproxy.reload_crl()
+            return "HAProxy's TLS front took the new CRL"
+        pid = self.mosquitto.process.pid()
+        if pid is None:
+            raise StackError("Mosquitto is not running: it reads the CRL when it starts")
+        os.kill(pid, signal.SIGHUP)
+        return f"sent SIGHUP to Mosquitto (pid {pid}): it re-reads the CRL"
 
     def recorded_tier_names(self) -> set[str]:
         """The shards and HAProxy the last `up --mqtt-shards N` started (none: one Mosquitto),

@@ -6,6 +6,10 @@ own CA copied in on first start), and the listener lines ``iot-devices ca mosqui
 prints are added to mosquitto.conf. A device certificate's CN is its MQTT user name, so the
 registry's dynsec roles apply to it as to a password login. Off with ``--insecure-anonymous``:
 that broker has no identities a certificate could stand for.
+
+With ``--mqtt-shards N`` (N > 1) HAProxy terminates this listener's TLS instead and hands each
+device to its shard over the shard's front socket (:func:`front_socket`), where the
+``iot_front_auth`` plugin logs it in as its client id (docs/scaling.md, "TLS through the front").
 """
 
 from __future__ import annotations
@@ -75,6 +79,39 @@ def listener_lines(config: StackConfig) -> str:
     return store.listener_conf(config.mqtt_tls_port, config.bind_host or None)
 
 
+# sun_path holds 108 bytes with its terminating NUL
+MAX_SOCKET_PATH = 107
+
+
+def front_dir(config: StackConfig) -> Path:
+    """The shards' front sockets: only the appliance's user (HAProxy's) may enter it (0700)."""
+    return config.data_dir.resolve() / "mqtt-front"
+
+
+def checked_socket_path(path: Path) -> Path:
+    """``path``, or StackError when it is too long for a unix socket."""
+    if len(str(path).encode()) > MAX_SOCKET_PATH:
+        raise StackError(
+            f"the unix socket {path} is longer than {MAX_SOCKET_PATH} bytes (a unix socket "
+            "path's limit): use a shorter data_dir"
+        )
+    return path
+
+
+def front_socket(config: StackConfig, shard: int) -> Path:
+    """Shard ``shard``'s (1-based) unix socket that only HAProxy's TLS front connects to."""
+    return checked_socket_path(front_dir(config) / f"shard-{shard}.sock")
+
+
+def ensure_front_dir(config: StackConfig) -> Path:
+    """Create the front sockets' directory and (re)set it to 0700: the whole of what keeps
+    other local users from logging in password-less as any device (docs/scaling.md)."""
+    path = front_dir(config)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
 def url(config: StackConfig) -> str:
     return f"mqtts://{config.connect_host}:{config.mqtt_tls_port}"
 
@@ -83,4 +120,5 @@ def describe(config: StackConfig) -> str:
     """`up`'s and `status`' line for the listener."""
     if not enabled(config):
         return "off"
-    return f"{url(config)} (mutual TLS, CA {ca_dir(config) / 'ca.crt'})"
+    front = ", terminated by HAProxy" if config.mqtt_shards > 1 else ""
+    return f"{url(config)} (mutual TLS{front}, CA {ca_dir(config) / 'ca.crt'})"

@@ -32,3 +32,8 @@ def mosquitto_template() -> Path:
 def auth_metrics_plugin() -> Path:
     """The Mosquitto plugin counting refused log-ins and publishes (built by the set-up)."""
     return project_root() / "mosquitto" / "plugins" / "build" / "iot_auth_metrics.so"
+
+
+def front_auth_plugin() -> Path:
+    """The shard plugin logging in devices HAProxy's TLS front checked (built by the set-up)."""
+    return project_root() / "mosquitto" / "plugins" / "build" / "iot_front_auth.so"

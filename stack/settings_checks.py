@@ -81,7 +81,7 @@ def check_settings(s: StackSettings) -> None:
 
 def _check_shards(s: StackSettings) -> None:
     """`--mqtt-shards N`: 1-64 shards on mqtt_port + 1 .. + N, clear of the other ports; one
-    bridge per shard (not `--bridges`), no TLS listener yet (HAProxy reads the CONNECT)."""
+    bridge per shard (not `--bridges`); the TLS listener is HAProxy's (docs/scaling.md)."""
     others = {"mqtt_tls_port": s.mqtt_tls_port} if s.mqtt_tls else {}
     others |= {
         name: getattr(s, name)
@@ -102,11 +102,6 @@ def _check_shards(s: StackSettings) -> None:
             f"the command paths of {s.mqtt_shards} shards take ports {commands[0]}, "
             f"{commands[0]} + 10, ... {commands[-1]}: clear of the bridges' and analytics' "
             "ports and at most 65535 (move commands_http_port)"
-        )
-    if s.mqtt_tls and not s.insecure_anonymous:
-        raise StackError(
-            "the sharded MQTT tier has no TLS listener yet (HAProxy must read each CONNECT: "
-            "docs/scaling.md): add --no-mqtt-tls (IOT_STACK_MQTT_TLS=0) with --mqtt-shards"
         )
 
 

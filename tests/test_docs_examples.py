@@ -358,9 +358,9 @@ NOT_RUN = {
     "iot-stack up --bridges 2": "starts the services on the default ports (1883, 9092, 9100, "
     "9110, 9101), which may be taken on a test machine; tests/stack/test_bridges_integration.py "
     "runs `up --bridges 2` on free ports",
-    "iot-stack up --mqtt-shards 2 --no-mqtt-tls": "starts the services on the default ports "
-    "(1883-1885, 9092, 9100, 9110, 9101, 9111), which may be taken on a test machine; "
-    "tests/stack/test_mqtt_shards_integration.py runs `up --mqtt-shards 2 --no-mqtt-tls` on "
+    "iot-stack up --mqtt-shards 2": "starts the services on the default ports "
+    "(1883-1885, 8883, 9092, 9100, 9110, 9101, 9111), which may be taken on a test machine; "
+    "tests/stack/test_mqtt_shards_integration.py runs `up --mqtt-shards 2` on "
     "free ports",
     "iot-sim run --devices 1000 --rate 5 --duration 60": _SIM_RUN,
     "iot-sim verify": "needs a finished `iot-sim run` (see above); "

@@ -12,7 +12,7 @@ import pytest
 from stack import cli
 from stack.config import StackConfig
 from stack.errors import StackError
-from stack.haproxy_config import ShardAddress, render
+from stack.haproxy_config import ShardAddress, TlsFront, render
 from stack.mqtt_shards import check_shards, shard_ports
 
 
@@ -76,8 +76,10 @@ def test_bad_shard_counts_are_refused_clearly(
 def test_stack_settings_refuse_bad_shards(tmp_path: Path) -> None:
     with pytest.raises(StackError, match="mqtt_shards must be 1-64, got 0"):
         StackConfig(data_dir=tmp_path, mqtt_shards=0)
-    with pytest.raises(StackError, match=r"no TLS listener yet .* --no-mqtt-tls"):
-        StackConfig(data_dir=tmp_path, mqtt_shards=2)
+    # the TLS listener is HAProxy's with shards: on by default, as with one Mosquitto
+    assert StackConfig(data_dir=tmp_path, mqtt_shards=2).mqtt_tls
+    with pytest.raises(StackError, match="mqtt_tls_port 1884 is one of the MQTT shards' ports"):
+        StackConfig(data_dir=tmp_path, mqtt_shards=2, mqtt_tls_port=1884)
     with pytest.raises(StackError, match="not both"):
         StackConfig(data_dir=tmp_path, mqtt_shards=2, bridges=2, mqtt_tls=False)
     cfg = StackConfig(data_dir=tmp_path, mqtt_shards=2, mqtt_tls=False)
@@ -137,3 +139,115 @@ def test_one_shard_is_the_one_mosquitto_of_before(tmp_path: Path) -> None:
     assert stack.mqtt_shards == []
     assert stack.mosquitto.port == 1883
     assert "mqtt_shards" not in stack.endpoints()
+
+
+TLS_SHARDS = [
+    ShardAddress("127.0.0.1", 1884, "/run/iot/mqtt-front/shard-1.sock"),
+    ShardAddress("127.0.0.1", 1885, "/run/iot/mqtt-front/shard-2.sock"),
+]
+
+
+def _tls_front(tmp_path: Path) -> TlsFront:
+    """A real CA's files (haproxy -c loads them): the server certificate and key in one PEM."""
+    from registry.ca_store import CaStore
+
+    store = CaStore(tmp_path / "ca")
+    store.init()
+    pem = tmp_path / "front.pem"
+    pem.write_bytes(store.server_cert.read_bytes() + store.server_key.read_bytes())
+    return TlsFront(8883, str(pem), str(store.ca_cert), str(store.crl), str(tmp_path / "a.sock"))
+
+
+def test_the_tls_front_requires_a_certificate_whose_cn_is_the_client_id(tmp_path: Path) -> None:
+    tls = _tls_front(tmp_path)
+    text = render("0.0.0.0", 1883, TLS_SHARDS, tls=tls)
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(text)
+    checked = _haproxy_check(path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # the runtime API `iot-stack reload-crl` hands the new CRL to, for the stack's user only
+    assert f"global\n    stats socket {tls.admin_socket} mode 600 level admin\n" in text
+    front = text.split("frontend mqtt-tls\n", 1)[1]
+    assert front.startswith(
+        f"    bind 0.0.0.0:8883 ssl crt {tls.pem} ca-file {tls.ca_file} verify required "
+        f"crl-file {tls.crl_file} ssl-min-ver TLSv1.2\n"
+    )
+    rules = [ln.strip() for ln in front.splitlines() if ln.startswith("    tcp-request content")]
+    connect = "req.payload(0,0),mqtt_field_value(connect"
+    assert rules == [
+        "tcp-request content reject unless { req.payload(0,0),mqtt_is_valid }",
+        "tcp-request content set-var(sess.cn) ssl_c_s_dn(CN)",
+        f"tcp-request content set-var(sess.client_id) {connect},client_identifier)",
+        "tcp-request content reject unless { var(sess.cn) -m len gt 0 }",
+        "tcp-request content reject unless { var(sess.client_id),strcmp(sess.cn) eq 0 }",
+        f"tcp-request content reject if {{ {connect},username) -m found }} "
+        f"!{{ {connect},username),strcmp(sess.cn) eq 0 }}",
+        "tcp-request content set-var(sess.shard) var(sess.client_id),crc32,mod(2)",
+    ]
+    routes = re.findall(r"use_backend (\S+) if \{ var\(sess\.shard\) -m int (\d+) \}", front)
+    assert routes == [("shard-1-tls", "0"), ("shard-2-tls", "1")]
+    servers = re.findall(r"backend (\S+)\n    server \S+ (\S+)", front)
+    assert servers == [
+        ("shard-1-tls", "unix@/run/iot/mqtt-front/shard-1.sock"),
+        ("shard-2-tls", "unix@/run/iot/mqtt-front/shard-2.sock"),
+    ]
+    # the plain front is unchanged: TCP ports, password log-ins checked by the shard
+    assert "server mosquitto-2 127.0.0.1:1885" in text
+    assert "mqtt-tls" not in render("0.0.0.0", 1883, TLS_SHARDS)
+    assert "stats socket" not in render("0.0.0.0", 1883, TLS_SHARDS)
+
+
+def test_the_tls_front_needs_every_shards_socket(tmp_path: Path) -> None:
+    shards = [TLS_SHARDS[0], ShardAddress("127.0.0.1", 1885)]
+    with pytest.raises(ValueError, match="every shard's front socket"):
+        render("0.0.0.0", 1883, shards, tls=_tls_front(tmp_path))
+
+
+def test_two_shards_with_tls_put_the_front_socket_and_plugin_before_dynsec(
+    tmp_path: Path,
+) -> None:
+    from stack import paths
+    from stack.launcher import Stack
+
+    if not paths.front_auth_plugin().exists():
+        pytest.fail(f"{paths.front_auth_plugin()} not built: run .ci/setup")
+    cfg = StackConfig(data_dir=tmp_path, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
+    stack = Stack(cfg)
+    conf = stack.mqtt_shards[1].render_config().read_text()
+    sock = tmp_path.resolve() / "mqtt-front" / "shard-2.sock"
+    assert f"listener 0 {sock}\n" in conf
+    assert (tmp_path / "mqtt-front").stat().st_mode & 0o777 == 0o700
+    front = conf.index(f"plugin {paths.front_auth_plugin()}\nplugin_opt_socket {sock}\n")
+    assert front < conf.index("dynamic_security")
+    assert "listener 28883" not in conf  # the TLS port is HAProxy's
+    haproxy_conf = stack.haproxy.render_config().read_text()  # `haproxy -c` passed
+    assert "bind 127.0.0.1:28883 ssl crt" in haproxy_conf
+    assert f"server mosquitto-2-tls unix@{sock}" in haproxy_conf
+    assert (stack.haproxy.home / "mqtt-tls.pem").stat().st_mode & 0o777 == 0o600
+
+
+def test_shards_behind_the_tls_front_refuse_to_start_without_the_plugin_or_with_a_long_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack import paths
+    from stack.launcher import Stack
+
+    cfg = StackConfig(data_dir=tmp_path, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
+    monkeypatch.setattr(paths, "front_auth_plugin", lambda: tmp_path / "missing.so")
+    with pytest.raises(StackError, match=r"missing.so not built .* \(or add --no-mqtt-tls\)"):
+        Stack(cfg).mqtt_shards[0].render_config()
+    monkeypatch.undo()
+    deep = tmp_path / ("d" * 100)
+    long_cfg = StackConfig(data_dir=deep, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
+    with pytest.raises(StackError, match=r"longer than 107 bytes .* use a shorter data_dir"):
+        Stack(long_cfg).haproxy.render_config()
+
+
+def test_reload_crl_without_a_running_listener_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["reload-crl", "--data-dir", str(tmp_path)]) == 1
+    assert "Mosquitto is not running: it reads the CRL when it starts" in capsys.readouterr().err
+    (tmp_path / "stack.json").write_text('{"mqtt_shards": "2"}')  # what `up --mqtt-shards 2` left
+    assert cli.main(["reload-crl", "--data-dir", str(tmp_path)]) == 1
+    assert "HAProxy is not running: it reads the CRL when it starts" in capsys.readouterr().err

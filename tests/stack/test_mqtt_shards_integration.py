@@ -4,12 +4,15 @@ Devices with their own logins are hashed across both shards: every message of ev
 reaches Kafka in order (the simulator's verifier), a command reaches a device on each shard,
 and a device that reconnects finds its session again, on the shard the hash names. Then one
 shard is killed (-9) under load: the other shard's devices lose nothing and see no gap, the
-killed shard's devices come back through HAProxy when the supervisor restarts it.
+killed shard's devices come back through HAProxy when the supervisor restarts it. In between,
+devices with `iot-devices cert` certificates connect through HAProxy's TLS front (the TLS
+listener is on, as by default) and are checked against their CN, their CA and the CRL.
 
-One stack for the module (both tests read and load it; the kill runs last)."""
+One stack for the module (every test reads and loads it; the kill runs last)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +31,17 @@ from typing import Any
 import orjson
 import paho.mqtt.client as mqtt
 import pytest
+from confluent_kafka import Consumer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from bridge.shards import shard_of
 from commands.client import CommandClient
+from registry import pki
 from stack.secret_files import device_credentials, read_credentials
 from tests.bridge.helpers import wait_for
+from tests.registry.mqtt_probe import Probe, connack_of
+from tests.registry.test_tls import OK, _refused
 from tests.stack.stack_ports import StackPorts, running_pid
 
 pytestmark = pytest.mark.integration
@@ -81,11 +89,14 @@ def _ports(tmp_path: Path) -> StackPorts:
 
 
 class _Device:
-    """A device logging in with its own secret, persistent session, subscribed to its
-    commands; remembers what arrived and whether its session was found."""
+    """A device logging in with its own secret (or, with ``tls``, its certificate alone),
+    persistent session, subscribed to its commands; remembers what arrived and whether its
+    session was found."""
 
-    def __init__(self, device_id: str, secret: str, port: int) -> None:
-        self.device_id, self.secret, self.port = device_id, secret, port
+    def __init__(
+        self, device_id: str, secret: str, port: int, tls: tuple[Path, Path, Path] | None = None
+    ) -> None:
+        self.device_id, self.secret, self.port, self.tls = device_id, secret, port, tls
         self.commands: list[str] = []
         self.session_present: bool | None = None
         self._ready = threading.Event()
@@ -96,7 +107,11 @@ class _Device:
         client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2, client_id=self.device_id, protocol=mqtt.MQTTv5
         )
-        client.username_pw_set(self.device_id, self.secret)
+        if self.tls is not None and port is None:
+            ca, cert, key = (str(p) for p in self.tls)
+            client.tls_set(ca_certs=ca, certfile=cert, keyfile=key)  # no user name, no password
+        else:
+            client.username_pw_set(self.device_id, self.secret)
         client.on_connect = self._on_connect
         client.on_subscribe = lambda *_: self._ready.set()
         client.on_message = lambda _c, _u, msg: self.commands.append(msg.topic)
@@ -140,11 +155,10 @@ class Shards:
         return self.stack.args  # `status`, `provision` and `down` find the shards `up` started
 
     def status(self) -> dict[str, str]:
-        return {
-            line.split()[0]: line
-            for line in _cli("stack.cli", ["status", *self.args], self.env).splitlines()
-            if line.strip()
-        }
+        # exit 1 while a service is down, which the tests below cause on purpose: they read
+        # each service's line
+        out = _cli("stack.cli", ["status", *self.args], self.env, ok=frozenset({0, 1}))
+        return {line.split()[0]: line for line in out.splitlines() if line.strip()}
 
     def sim_env(self) -> dict[str, str]:
         return self.env | {
@@ -177,8 +191,8 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shards]:
     assert by_shard[0], by_shard  # the fleet spans both shards
     assert by_shard[1], by_shard
     try:
-        up = ["up", *stack.args, "--mqtt-shards", "2", "--no-mqtt-tls", "--no-api",
-              "--partitions", "4"]  # fmt: skip
+        # the TLS listener on (the default): HAProxy terminates it in front of the shards
+        up = ["up", *stack.args, "--mqtt-shards", "2", "--no-api", "--partitions", "4"]
         _cli("stack.cli", up, env)
         # the devices' logins, on every shard (the registry's access rules applied to each)
         provision = ["provision", *stack.args, "--kafka-bootstrap", stack.bootstrap]
@@ -206,7 +220,9 @@ def test_two_shards_keep_each_device_on_its_shard_in_order_with_commands(
         assert "running (pid" in status[name], status
     assert f":{stack.mqtt + 1} (shard 1)" in status["mosquitto"]
     assert f":{stack.mqtt + 2} (shard 2)" in status["mosquitto-2"]
-    assert f":{stack.mqtt} -> 2 MQTT shards" in status["haproxy"]
+    assert status["haproxy"].endswith(
+        f":{stack.mqtt} -> 2 MQTT shards, mqtts://127.0.0.1:{stack.mqtt_tls}"
+    )
     assert "commands" not in status  # one command path per shard instead
 
     secrets = shards.secrets
@@ -265,6 +281,142 @@ def test_two_shards_keep_each_device_on_its_shard_in_order_with_commands(
         wait_for(device.got_one_command, 60, f"a command on {device.device_id}")
         assert device.commands[0].startswith(f"devices/{device.device_id}/commands/")
         device.disconnect()
+
+
+def _telemetry_with(bootstrap: str, marker: str, want: int, timeout: float = 90) -> list[str]:
+    """The keys of the first ``want`` records of iot.telemetry whose value holds ``marker``."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
+         "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    keys: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.subscribe(["iot.telemetry"])
+        while len(keys) < want and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None and marker.encode() in (msg.value() or b""):
+                keys.append((msg.key() or b"").decode())
+    finally:
+        consumer.close()
+    return keys
+
+
+def test_tls_through_the_front_logs_devices_in_by_their_certificate_on_their_shard(
+    shards: Shards, tmp_path: Path
+) -> None:
+    """HAProxy terminates mutual TLS on mqtt_tls_port: a device with an `iot-devices cert`
+    certificate and no password lands on its hashed shard as the user its CN names (its
+    telemetry in Kafka, its commands delivered, its dynsec ACLs applied); a client id or user
+    name other than the CN, another CA's certificate and a revoked one are refused."""
+    stack, env = shards.stack, shards.env
+    certs = tmp_path / "certs"
+    registry = [
+        "--kafka-bootstrap", stack.bootstrap, "--mqtt-host", "127.0.0.1",
+        "--mqtt-port", str(stack.mqtt),
+        "--mqtt-shard-ports", f"{stack.mqtt + 1},{stack.mqtt + 2}",
+        "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
+        "--ca-dir", str(stack.data_dir / "ca"), "--json",
+    ]  # fmt: skip
+
+    def devices(*more: str) -> Any:
+        out = _cli("registry", [*registry, *more], env)
+        return json.loads(out) if out.strip() else None
+
+    # devices of their own (the simulator's runs verify theirs), one per shard, and a third
+    names = [f"tls-{i}" for i in range(40)]
+    ids = [next(n for n in names if shard_of(n, 2) == s) for s in (0, 1)]
+    ids.append(next(n for n in names if n not in ids))
+    secret = {d: devices("device", "add", d)["secret"] for d in ids}
+    for device_id in ids:
+        assert devices("cert", device_id, "--out", str(certs))["username"] == device_id
+    assert (stack.data_dir / "mqtt-front").stat().st_mode & 0o777 == 0o700
+
+    def files(stem: str) -> tuple[Path, Path, Path]:
+        return certs / "ca.crt", certs / f"{stem}.crt", certs / f"{stem}.key"
+
+    def probe(stem: str, client_id: str, user: str | None = None) -> Probe:
+        return Probe(stack.mqtt_tls, user, user and secret[user], client_id, tls=files(stem))
+
+    # on its shard: the persistent session the TLS log-in made is on the hashed shard's own
+    # port (a password log-in there finds it), not on the other one
+    tls_devices = {
+        s: _Device(ids[s], secret[ids[s]], stack.mqtt_tls, files(ids[s])) for s in (0, 1)
+    }
+    for shard, device in tls_devices.items():
+        device.connect()
+        device.disconnect()
+        device.connect(shards.shard_port[shard])
+        assert device.session_present, f"{device.device_id} is not on shard {shard + 1}"
+        device.disconnect()
+        device.connect(shards.shard_port[1 - shard])
+        assert not device.session_present, f"{device.device_id} has a session on both"
+        device.disconnect()
+        device.connect()
+
+    # telemetry through the front reaches Kafka, keyed by the certificate's device; its
+    # dynsec role still applies: not another device's topic
+    marker = uuid.uuid4().hex
+    body = json.dumps({"ts": int(time.time() * 1000), "seq": 0, "metrics": {"t": 1.5},
+                       "marker": marker})  # fmt: skip
+    senders = [probe(ids[0], ids[0]), probe(ids[1], ids[1], user=ids[1])]  # user = CN is fine
+    try:
+        for sender in senders:
+            assert sender.connected, (sender.connack, sender.error)
+        for sender, device_id in zip(senders, ids, strict=False):
+            assert sender.publish(f"devices/{device_id}/telemetry", body.encode()).getName() in OK
+        other = senders[0].publish(f"devices/{ids[1]}/telemetry", body.encode())
+        assert other.value == 0x87, other  # not authorised
+    finally:
+        for sender in senders:
+            sender.close()
+    assert sorted(_telemetry_with(stack.bootstrap, marker, 2)) == sorted(ids[:2])
+
+    # a command reaches each TLS device (sent by its shard's command path)
+    client = CommandClient(stack.bootstrap)
+    try:
+        for device in tls_devices.values():
+            client.send(device.device_id, "ping", {"a": 1}, reply_expected=False)
+    finally:
+        client.close()
+    for device in tls_devices.values():
+        wait_for(device.got_one_command, 60, f"a command on {device.device_id} over TLS")
+        device.disconnect()
+
+    # refused: a client id or user name other than the CN (even with that user's password);
+    # no password-less log-in on a shard's TCP port; a certificate of another CA
+    assert _refused(probe(ids[0], ids[1]))
+    assert _refused(probe(ids[0], ids[0], user=ids[1]))
+    assert connack_of(shards.shard_port[0], None, None, ids[0]).is_failure
+    now = dt.datetime.now(dt.UTC)
+    rogue_key = pki.new_key()
+    rogue_ca = pki.Authority(rogue_key, pki.build_ca(rogue_key, "rogue", now, 30))
+    key = pki.new_key()
+    rogue = pki.build_device(rogue_ca, key.public_key(), "default", ids[0], now=now, days=30)
+    (certs / "rogue.crt").write_bytes(pki.cert_pem(rogue))
+    (certs / "rogue.key").write_bytes(pki.key_pem(key))
+    assert _refused(probe("rogue", ids[0]))
+
+    # revoked: refused once `iot-stack reload-crl` gave HAProxy the new CRL through its
+    # admin socket; a device connected before keeps its connection (nothing restarted)
+    before = probe(ids[1], ids[1])
+    assert before.connected, (before.connack, before.error)
+    valid = probe(ids[2], ids[2])  # the certificate logs in until it is revoked
+    assert valid.connected, (valid.connack, valid.error)
+    valid.close()
+    devices("cert", "revoke", ids[2])
+    haproxy_pid = running_pid(shards.status()["haproxy"])
+    said = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "reload-crl", *shards.args],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert said.returncode == 0, said.stderr
+    assert "HAProxy's TLS front took the new CRL" in said.stderr
+    assert _refused(probe(ids[2], ids[2]))
+    assert before.connected
+    assert before.publish(f"devices/{ids[1]}/telemetry", body.encode()).getName() in OK
+    before.close()
+    assert running_pid(shards.status()["haproxy"]) == haproxy_pid
 
 
 def test_a_shard_killed_under_load_loses_nothing_acknowledged_and_its_devices_come_back(
