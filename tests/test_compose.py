@@ -116,8 +116,8 @@ def test_ports_agree() -> None:
     assert f"localhost:{commands_port}/readyz" in " ".join(commands["healthcheck"]["test"])
     assert _env(commands)["IOT_HTTP_HOST"] == "0.0.0.0"
     api = SERVICES["api"]
-    api_port = _env(api)["IOT_API_PORT"]
-    assert api["ports"] == [f"{api_port}:{api_port}"]
+    api_port, api_tls_port = _env(api)["IOT_API_PORT"], _env(api)["IOT_TLS_PORT"]
+    assert api["ports"] == [f"{api_port}:{api_port}", f"{api_tls_port}:{api_tls_port}"]
     assert f"localhost:{api_port}/readyz" in " ".join(api["healthcheck"]["test"])
     assert _env(api)["IOT_API_HOST"] == "0.0.0.0"
     watched = _env(api)["IOT_CONSOLE_SERVICES"]

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -344,6 +345,24 @@ def test_a_device_with_a_certificate_sends_telemetry_over_tls(
     finally:
         client.disconnect()
         client.loop_stop()
+
+
+def test_the_api_answers_over_tls(
+    compose_stack: Compose, container_engine: Any, admin: tuple[str, str]
+) -> None:
+    """iot-api's published HTTPS port (3905): the server certificate checks against the
+    appliance CA (for 127.0.0.1, as a client on the host dials it), an account logs in over
+    it; plain HTTP on that port gets no answer."""
+    mosquitto = Probe(container_engine, compose_stack.project, "").container("mosquitto")
+    context = ssl.create_default_context(
+        cadata=mosquitto.exec_run(["cat", "/ca/ca.crt"])[1].decode()
+    )
+    port = compose_stack.ports["api", 3905]
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/topics", headers=_basic(*admin))
+    with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+        assert answer.status == 200
+        assert "iot.telemetry" in json.loads(answer.read())["topics"]
+    assert _http(f"http://127.0.0.1:{port}/readyz")[0] != 200
 
 
 def test_mr_publish_and_consume(compose_stack: Compose, admin: tuple[str, str]) -> None:
