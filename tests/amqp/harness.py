@@ -16,6 +16,7 @@ from tests.api.harness import serving_in_thread
 def running_amqp(**settings: Any) -> Iterator[AmqpService]:
     settings.setdefault("amqp_port", 0)
     settings.setdefault("http_port", 0)
+    settings.setdefault("amqps_port", 0)  # no TLS listener unless the test asks (test_tls)
     service = AmqpService(AmqpConfig.load([], environ={}, **settings))
     with serving_in_thread(service, "iot-amqp"):
         yield service
