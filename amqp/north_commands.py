@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from proton import Delivery, Endpoint, Link, Message, int32
 
 from amqp.engine import condition_of
-from amqp.model import Refusal
+from amqp.model import Cond, Refusal
 from amqp.north_kafka import ReplyFollower
 from amqp.north_model import AppCommand, CommandTarget, ReplySource, parse_command, reply_message
+from api.errors import ApiError
 from appconfig.kafka_security import client_base
 from bridge.topics import DEFAULT_TENANT
 from commands.client import CommandClient
@@ -148,6 +149,10 @@ class AppCommands:
         order: asyncio.Lock,
     ) -> None:
         async with order:  # asyncio's locks are fair: the link's commands keep their order
+            refusal = await self._unknown_device(cmd)
+            if refusal is not None:
+                self._refused(conn, link, dlv, refusal)
+                return
             if cmd.reply is not None:
                 await self._follow()
                 expiry = (cmd.ttl_ms / 1000 if cmd.ttl_ms else _ROUTE_S) + time.monotonic() + 60
@@ -159,6 +164,43 @@ class AppCommands:
             return
         if dlv is not None:
             dlv.update(Delivery.ACCEPTED if ok else Delivery.RELEASED)
+            dlv.settle()
+        link.flow(1)
+        conn.flush_soon()
+
+    async def _unknown_device(self, cmd: AppCommand) -> Refusal | None:
+        """``amqp:not-found`` for a device the registry does not hold (or holds disabled) in
+        the tenant, read past every change made before the command (the read barrier), so the
+        application learns it now rather than from a command that waits out its TTL. Without
+        authentication, or when the registry does not answer, the command path decides."""
+        auth = self.door.logins.auth
+        if auth is None or cmd.device.startswith("group:"):
+            return None
+        try:
+            await auth.synced()
+        except ApiError:
+            return None
+        device = auth.registry.state.devices.get((cmd.tenant, cmd.device))
+        if device is not None and not device.disabled:
+            return None
+        return Refusal(
+            Cond.NOT_FOUND,
+            f"no enabled device {cmd.device!r} in tenant {cmd.tenant!r}",
+            {"code": "unknown_device"},
+        )
+
+    def _refused(
+        self, conn: ClientConnection, link: Link, dlv: Delivery | None, refusal: Refusal
+    ) -> None:
+        """The rejected outcome with the refusal's condition (a presettled command has no
+        outcome to carry it: it is only counted and logged)."""
+        self.door.stats.north_commands.labels(str(refusal.condition)).inc()
+        log.info("command refused: %s", refusal.description)
+        if conn.closed or not link.state & Endpoint.LOCAL_ACTIVE:
+            return
+        if dlv is not None:
+            dlv.local.condition = condition_of(refusal)
+            dlv.update(Delivery.REJECTED)
             dlv.settle()
         link.flow(1)
         conn.flush_soon()

@@ -301,6 +301,39 @@ def test_a_command_sent_northbound_reaches_the_device_and_its_reply_comes_back(
         app.close()
 
 
+@pytest.mark.parametrize(
+    ("to", "subject", "payload", "condition", "code"),
+    [
+        ("command/acme/ghost", "reboot", b"{}", "amqp:not-found", "unknown_device"),
+        ("command/acme/pump-1", None, b"{}", "hono:bad-request", "bad_name"),
+        ("command/acme/pump-1", "reboot", b"[1]", "hono:bad-request", "not_object"),
+    ],
+)
+def test_a_refused_command_gets_a_rejected_outcome_with_the_reason(
+    north: North, to: str, subject: str | None, payload: bytes, condition: str, code: str
+) -> None:
+    """The command path's refusals reach the application on the command's own delivery
+    (Hono's way: the disposition of the command message), before anything is written."""
+    app = north.connect("svc/app")
+    try:
+        sender = app.create_sender("command/acme")
+        msg = Message(address=to, subject=subject, correlation_id=unique("c"), body=payload,
+                      reply_to="command_response/acme/r1", inferred=True)  # fmt: skip
+        dlv = sender.send(msg, error_states=[])
+        assert dlv.remote_state == Delivery.REJECTED
+        cond = dlv.remote.condition
+        assert cond is not None
+        info = cond.info if isinstance(cond.info, dict) else {}
+        assert (cond.name, {str(k): v for k, v in info.items()}.get("code")) == (condition, code)
+        assert cond.description
+        # the link goes on: a good command after the refused one is accepted
+        ok = Message(address="command/acme/pump-1", subject="x", correlation_id=unique("c"),
+                     body=b"{}", inferred=True)  # fmt: skip
+        assert sender.send(ok).remote_state == Delivery.ACCEPTED
+    finally:
+        app.close()
+
+
 RHEA = Path(__file__).with_name("rhea_client.js")
 NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"  # the virtualenv's (.ci/setup)
 
