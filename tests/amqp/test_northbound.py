@@ -5,13 +5,9 @@ isolation, and a command sent northbound answered by an AMQP device."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,7 +25,7 @@ from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
 from stack.topics import TopicSpec, ensure_topics
-from tests.amqp.harness import running_amqp
+from tests.amqp.harness import rhea, running_amqp
 from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.commands.harness import forget_session, unique, wait_for
 from tests.conftest import Endpoints
@@ -332,18 +328,6 @@ def test_a_refused_command_gets_a_rejected_outcome_with_the_reason(
         assert sender.send(ok).remote_state == Delivery.ACCEPTED
     finally:
         app.close()
-
-
-RHEA = Path(__file__).with_name("rhea_client.js")
-NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"  # the virtualenv's (.ci/setup)
-
-
-def rhea(*args: str) -> subprocess.Popen[str]:
-    """tests/amqp/rhea_client.js under node, with the rhea that .ci/setup installs."""
-    assert (NODE_MODULES / "rhea").is_dir(), f"no rhea in {NODE_MODULES}: run .ci/setup"
-    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
-    return subprocess.Popen(["node", str(RHEA), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 
 
 def test_rhea_as_a_device_and_as_an_application(north: North) -> None:

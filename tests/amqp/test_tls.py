@@ -28,7 +28,7 @@ from registry.permissions import local_admin
 from registry.service import Registry
 from stack.ports import free_port
 from stack.topics import TopicSpec, ensure_topics
-from tests.amqp.harness import running_amqp
+from tests.amqp.harness import rhea, running_amqp
 from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.bridge.helpers import Record, consume
 from tests.commands.harness import wait_for
@@ -134,7 +134,7 @@ def tls(
     reg = Registry.open(store, local_admin("test"), None, write=True)
     reg.create_tenant("acme")
     secrets: dict[str, str] = {}
-    for device in ("pump-1", "pump-2", "pump-3", "pump-4"):
+    for device in ("pump-1", "pump-2", "pump-3", "pump-4", "pump-5"):
         secret = reg.add_device("acme", device).secret
         assert secret is not None
         secrets[device] = secret
@@ -272,3 +272,20 @@ def test_plain_over_tls_and_never_anonymous(tls: Tls) -> None:
         BlockingConnection(
             tls.url, timeout=20, ssl_domain=tls.domain(None), allowed_mechs="EXTERNAL"
         )
+
+
+@pytest.mark.integration
+def test_rhea_logs_in_with_a_certificate_over_tls(tls: Tls) -> None:
+    """An independent client (rhea, npm): TLS trusting the appliance CA, SASL EXTERNAL with the
+    certificate `iot-devices cert` issued; its readings land keyed by the certificate's device."""
+    cert, key = tls.issue("pump-5")
+    env = {"RHEA_CA": str(tls.ca / "ca.crt"), "RHEA_CERT": str(cert), "RHEA_KEY": str(key)}
+    device = rhea("device", str(tls.service.cfg.amqps_port), "-", "-", "2", env=env)
+    out, err = device.communicate(timeout=60)
+    assert device.returncode == 0, err
+    assert out.split("\n")[:2] == ["accepted 0", "accepted 1"]
+    topic = f"{tls.base}.acme.telemetry"
+    found = consume(
+        tls.bootstrap, [topic], until=lambda rs: sum(r.key == b"pump-5" for r in rs) >= 2
+    )
+    assert sorted(str(r.json()["seq"]) for r in found if r.key == b"pump-5") == ["0", "1"]
