@@ -263,7 +263,8 @@ class AppServices:
                     )
                 )
                 + f",commands=http://{host}:{cfg.commands_http_port},"
-                f"analytics=http://{host}:{cfg.analytics_http_port}",
+                f"analytics=http://{host}:{cfg.analytics_http_port}"
+                + (f",amqp=http://{host}:{cfg.amqp_http_port}" if cfg.with_amqp else ""),
                 "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
                 "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
             }

@@ -219,6 +219,9 @@ def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
     assert env["IOT_CONSOLE_SERVICES"].endswith("analytics=http://127.0.0.1:19102")
     assert env["IOT_CONSOLE_WAREHOUSE"] == str(tmp_path / "warehouse")
     assert env["IOT_CONSOLE_SITES_PASSWORD_FILE"] == str(tmp_path / "secrets/bridge.secret")
+    # --amqp: the Overview watches iot-amqp too (its /healthz and /metrics)
+    amqp = _stack(tmp_path, api_console=True, with_amqp=True, amqp_http_port=19106).api().env
+    assert amqp["IOT_CONSOLE_SERVICES"].endswith(",amqp=http://127.0.0.1:19106")
     # --bridges 3: the console watches (and adds up) every instance
     three = _stack(tmp_path, api_console=True, bridges=3, bridge_http_port=19100).api().env
     assert three["IOT_CONSOLE_SERVICES"].startswith(
