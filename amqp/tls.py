@@ -25,6 +25,7 @@ from amqp.config import AmqpConfig
 from amqp.errors import ConfigError
 from registry import hashing
 from registry.ca_store import CaStore
+from registry.errors import RegistryError
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,10 @@ def ca_store(cfg: AmqpConfig) -> CaStore:
 def server_context(cfg: AmqpConfig) -> ssl.SSLContext:
     """TLS 1.2+, the server certificate, client certificates of the appliance CA optional."""
     store = ca_store(cfg)
-    store.init()  # nothing changes when the CA exists
+    try:
+        store.init()  # nothing changes when the CA exists
+    except (RegistryError, OSError, ValueError) as exc:
+        raise ConfigError(f"the appliance CA in {store.dir}: {exc}") from exc
     cert, key = store.server_cert, store.server_key
     if cfg.tls_cert_file:
         cert, key = Path(cfg.tls_cert_file), Path(cfg.tls_key_file)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import ssl
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,9 +18,11 @@ import pytest
 from proton import ConnectionException, Message, SSLDomain
 from proton.utils import BlockingConnection, ConnectionClosed
 
+from amqp.config import AmqpConfig
+from amqp.errors import ConfigError
 from amqp.login import external_device
 from amqp.service import AmqpService
-from amqp.tls import PeerCert, peer_cert
+from amqp.tls import PeerCert, peer_cert, server_context
 from api.http_devices.model import DeviceRef
 from registry import cli_certs, pki
 from registry.ca_store import CaStore
@@ -62,6 +65,23 @@ def test_peer_cert_reads_cn_o_and_the_registrys_fingerprint(tmp_path: Path) -> N
     found = peer_cert(der)
     assert found == PeerCert("acme/pump-1", "acme", made.record.fingerprint, made.record.serial)
     assert peer_cert(None) is None
+
+
+def test_the_tls_context_makes_the_ca_once_and_bad_files_are_one_line_errors(
+    tmp_path: Path,
+) -> None:
+    cfg = AmqpConfig.load([], environ={}, tls_ca_dir=str(tmp_path / "ca"))
+    context = server_context(cfg)  # no CA yet: made, as `iot-devices ca init` makes it
+    assert context.verify_mode == ssl.CERT_OPTIONAL  # a certificate is optional (PLAIN)
+    made = (tmp_path / "ca" / "ca.crt").read_bytes()
+    server_context(cfg)
+    assert (tmp_path / "ca" / "ca.crt").read_bytes() == made  # kept: devices' certs hang on it
+    bad = AmqpConfig.load(
+        [], environ={}, tls_ca_dir=str(tmp_path / "ca"),
+        tls_cert_file=str(tmp_path / "x.crt"), tls_key_file=str(tmp_path / "x.key"),
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.crt"):
+        server_context(bad)
 
 
 # --- end to end -----------------------------------------------------------------------------
