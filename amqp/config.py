@@ -64,6 +64,11 @@ class AmqpConfig:
         "iot.command-replies",
         "The command path's replies topic (applications' `command_response/{tenant}/{id}`).",
     )
+    topic_command_status: str = _setting(
+        "iot.command-status",
+        "The command path's status topic: a command it rejects after iot-amqp wrote it gets a "
+        "400 on the application's `command_response/{tenant}/{id}` link.",
+    )
     north_max_links: int = _setting(
         64, "Applications' telemetry/event links at once (each holds a Kafka consumer)."
     )
@@ -146,6 +151,7 @@ class AmqpConfig:
             (bool(_TOPIC_RE.match(self.topic_dlq)), "topic_dlq is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_commands)), "topic_commands is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_command_replies)), "topic_command_replies: no topic"),
+            (bool(_TOPIC_RE.match(self.topic_command_status)), "topic_command_status: no topic"),
             (1 <= self.north_max_links <= 10000, "north_max_links must be 1-10000"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a topic"),
             (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),

@@ -67,14 +67,16 @@ class AppCommands:
         self._tags = itertools.count(1)
         self._client: CommandClient | None = None
         self._follower: ReplyFollower | None = None
+        self._status_follower: ReplyFollower | None = None
         self._follower_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        if self._follower is not None:
-            self._follower.close()
+        for follower in (self._follower, self._status_follower):
+            if follower is not None:
+                follower.close()
         if self._client is not None:
             await asyncio.to_thread(self._client.close)
 
@@ -237,16 +239,31 @@ class AppCommands:
     # --- replies ----------------------------------------------------------------------------
 
     async def _follow(self) -> None:
-        """The replies are followed from now on (started once, at the first need)."""
+        """The replies, and the statuses (for a command the command path rejects), are
+        followed from now on (started once, at the first need)."""
         async with self._follower_lock:
             if self._follower is None:
                 cfg = self.door.cfg
+                statuses = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_status,
+                                         self._status)  # fmt: skip
+                await asyncio.to_thread(statuses.start)
+                self._status_follower = statuses
                 follower = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_replies,
                                          self._reply)  # fmt: skip
                 await asyncio.to_thread(follower.start)
                 self._follower = follower
 
-    def _reply(self, doc: dict[str, Any]) -> None:
+    def _status(self, doc: dict[str, Any]) -> None:
+        """A command the command path took from Kafka and then refused (status ``rejected``,
+        e.g. ``oversized`` against its own limit): its accepted delivery cannot carry that any
+        more, so the application's reply link gets a 400 with the reason, as for an invalid
+        reply (docs/amqp.md)."""
+        if doc.get("state") != "rejected":
+            return
+        detail = str(doc.get("detail") or "rejected by the command path")
+        self._reply(doc, (400, detail.encode(), "text/plain"))
+
+    def _reply(self, doc: dict[str, Any], answer: tuple[int, bytes, str] | None = None) -> None:
         route = self._routes.get(str(doc.get("command_id")))
         if route is None:
             return  # another instance's command, or an application's own iot-cmd
@@ -255,7 +272,7 @@ class AppCommands:
         if not links:
             self.door.stats.north_commands.labels("reply_dropped").inc()
             return
-        status, body, content_type = reply_message(doc)
+        status, body, content_type = answer or reply_message(doc)
         msg = Message(
             correlation_id=doc.get("command_id"),
             creation_time=time.time(),

@@ -119,7 +119,8 @@ def north(stack: Endpoints, transactions_ready: None) -> Iterator[North]:  # noq
             kafka_bootstrap=stack.kafka_bootstrap, registry_auth=True, registry_topic=store.topic,
             topic_telemetry=names["telemetry"], topic_events=names["events"],
             topic_dlq=names["dlq"], topic_commands=cmd["cmd"],
-            topic_command_replies=cmd["replies"], mqtt_host=stack.mqtt_host,
+            topic_command_replies=cmd["replies"], topic_command_status=cmd["status"],
+            mqtt_host=stack.mqtt_host,
             mqtt_port=stack.mqtt_port, **login,
         ) as service:  # fmt: skip
             yield North(service, stack.kafka_bootstrap, base, secrets)
@@ -294,6 +295,33 @@ def test_a_command_sent_northbound_reaches_the_device_and_its_reply_comes_back(
         assert cond.name == "amqp:unauthorized-access"
     finally:
         dev.close()
+        app.close()
+
+
+def test_a_command_the_command_path_rejects_later_gets_a_400_on_the_reply_link(
+    north: North,
+) -> None:
+    """Args with the command path's reserved key pass iot-amqp's checks, so the command is
+    accepted once in Kafka; the command path then rejects it (`bad_args`), and the application
+    hears of it on its command_response link: status 400 with the reason."""
+    app = north.connect("svc/app")
+    try:
+        reply_id = unique("r")
+        replies = app.create_receiver(f"command_response/acme/{reply_id}", credit=5)
+        cid = unique("c")
+        sent = app.create_sender("command/acme").send(Message(
+            address="command/acme/pump-1", subject="reboot", correlation_id=cid,
+            reply_to=f"command_response/acme/{reply_id}", body=b'{"command_id": "x"}',
+            inferred=True,
+        ))  # fmt: skip
+        assert sent.remote_state == Delivery.ACCEPTED
+        reply = replies.receive(timeout=30)
+        replies.accept()
+        assert reply.correlation_id == cid
+        assert props(reply) == {"device_id": "pump-1", "tenant_id": "acme", "status": 400}
+        assert isinstance(reply.body, bytes | memoryview)
+        assert bytes(reply.body).decode().startswith("bad_args:")
+    finally:
         app.close()
 
 
