@@ -19,7 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="iot-amqp",
         description="AMQP 1.0 for devices (Eclipse Hono's AMQP adapter): telemetry and events "
         "into Kafka as the bridge writes them; SASL PLAIN against the registry "
-        "(--registry-auth) or, for development only, --insecure-anonymous.",
+        "(--registry-auth; on the amqps port also SASL EXTERNAL with a device certificate of "
+        "the appliance CA) or, for development only, --insecure-anonymous.",
     )
     add_arguments(parser)
     return parser

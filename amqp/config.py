@@ -25,6 +25,20 @@ class AmqpConfig:
 
     amqp_host: str = _setting("127.0.0.1", "Address the AMQP listener binds to.")
     amqp_port: int = _setting(5672, "AMQP port (5672, plain); 0 = pick a free port (logged).")
+    amqps_port: int = _setting(
+        5671,
+        "AMQP over TLS (amqps) beside amqp_port: SASL PLAIN, or SASL EXTERNAL with a client "
+        "certificate of the appliance CA; 0 = no TLS listener.",
+    )
+    tls_cert_file: str = _setting(
+        "", "TLS: the server certificate (chain, PEM); empty = the appliance CA's (tls_ca_dir)."
+    )
+    tls_key_file: str = _setting("", "TLS: the certificate's private key (PEM).")
+    tls_ca_dir: str = _setting(
+        "var/ca",
+        "The appliance CA's directory (iot-devices --ca-dir): client certificates must chain to "
+        "its ca.crt; its server.crt/server.key are served without cert files (made if missing).",
+    )
     http_host: str = _setting("127.0.0.1", "Address of /metrics, /healthz, /readyz.")
     http_port: int = _setting(9106, "Port of /metrics, /healthz, /readyz; 0 = a free port.")
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
@@ -49,6 +63,11 @@ class AmqpConfig:
     topic_command_replies: str = _setting(
         "iot.command-replies",
         "The command path's replies topic (applications' `command_response/{tenant}/{id}`).",
+    )
+    topic_command_status: str = _setting(
+        "iot.command-status",
+        "The command path's status topic: a command it rejects after iot-amqp wrote it gets a "
+        "400 on the application's `command_response/{tenant}/{id}` link.",
     )
     north_max_links: int = _setting(
         64, "Applications' telemetry/event links at once (each holds a Kafka consumer)."
@@ -112,6 +131,16 @@ class AmqpConfig:
         checks = [
             (bool(self.amqp_host), "amqp_host must not be empty"),
             (0 <= self.amqp_port <= 65535, "amqp_port must be 0-65535"),
+            (0 <= self.amqps_port <= 65535, "amqps_port must be 0-65535"),
+            (
+                bool(self.tls_cert_file) == bool(self.tls_key_file),
+                "tls_cert_file and tls_key_file go together",
+            ),
+            (bool(self.tls_ca_dir), "tls_ca_dir must not be empty"),
+            (
+                self.amqps_port == 0 or self.amqps_port != self.amqp_port,
+                "amqps_port must differ from amqp_port",
+            ),
             (0 <= self.http_port <= 65535, "http_port must be 0-65535"),
             (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
             (_ks.problem(self) is None, _ks.problem(self) or ""),
@@ -122,6 +151,7 @@ class AmqpConfig:
             (bool(_TOPIC_RE.match(self.topic_dlq)), "topic_dlq is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_commands)), "topic_commands is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_command_replies)), "topic_command_replies: no topic"),
+            (bool(_TOPIC_RE.match(self.topic_command_status)), "topic_command_status: no topic"),
             (1 <= self.north_max_links <= 10000, "north_max_links must be 1-10000"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a topic"),
             (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),

@@ -10,7 +10,6 @@ close frame, and the socket is closed after it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from amqp.engine import Engine, condition_of
 from amqp.errors import SaslError
 from amqp.login import Login, Verdict
 from amqp.model import Cond, Refusal, check_receiver_attach, check_upload_attach
+from amqp.tls import PeerCert
 from api.http_devices.model import DeviceRef
 
 if TYPE_CHECKING:
@@ -32,18 +32,25 @@ log = logging.getLogger(__name__)
 _READ = 65536
 _SASL_TIMEOUT_S = 30.0
 _SYS_TEMP = 4  # sasl-outcome sys-temp
+_TLS_CLOSE_S = 1.0
 
 
 class ClientConnection:
     def __init__(
-        self, door: Door, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        door: Door,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        cert: PeerCert | None = None,
     ) -> None:
         self.door = door
+        self.cert = cert  # the TLS client certificate (amqps), verified by the handshake
         self.reader = reader
         self.writer = writer
         self.login = Login(Verdict.REFUSED)
         self.engine: Engine | None = None
         self.closed = False
+        self._closing = False
 
     # --- SASL -------------------------------------------------------------------------------
 
@@ -59,7 +66,7 @@ class ClientConnection:
         if head != sasl.SASL_HEADER:  # a client skipping SASL: tell it what we speak, end
             await self.writer.drain()
             return None
-        self.writer.write(sasl.mechanisms_frame(logins.mechanisms))
+        self.writer.write(sasl.mechanisms_frame(logins.offered(self.cert)))
         buffer = b""
         while True:
             body, used = sasl.take_frame(buffer)
@@ -70,14 +77,28 @@ class ClientConnection:
                 return None
             buffer += chunk
         init = sasl.parse_init(body)
-        self.login = await logins.check(init.mechanism, init.response)
+        self.login = await logins.check(init.mechanism, init.response, self.cert)
         self.door.stats.logins.labels(self.login.verdict.value).inc()
+        if self.login.verdict is Verdict.REFUSED:
+            log.info("log-in refused: %s", self._who(init))
         code = {Verdict.OK: sasl.OK, Verdict.UNAVAILABLE: _SYS_TEMP}.get(
             self.login.verdict, sasl.AUTH
         )
         self.writer.write(sasl.outcome_frame(code))
         await self.writer.drain()
         return buffer[used:] if code == sasl.OK else None
+
+    def _who(self, init: sasl.SaslInit) -> str:
+        """One log line's account of a refused log-in (never a secret)."""
+        if init.mechanism == "EXTERNAL" and self.cert is not None:
+            c = self.cert
+            return (
+                f"EXTERNAL, certificate CN={c.common_name!r} O={c.organisation!r} {c.fingerprint}"
+            )
+        if init.mechanism == "PLAIN":
+            user = init.response.split(b"\0")[1:2]
+            return f"PLAIN, user {(user[0] if user else b'').decode('utf-8', 'replace')[:100]!r}"
+        return f"mechanism {init.mechanism[:40]!r} not offered"
 
     # --- the connection ---------------------------------------------------------------------
 
@@ -100,8 +121,10 @@ class ClientConnection:
             self.door.north.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+            try:  # bounded: a TLS peer may never answer the close_notify
+                await asyncio.wait_for(self.writer.wait_closed(), _TLS_CLOSE_S)
+            except (ConnectionError, OSError, TimeoutError):
+                self.writer.transport.abort()
 
     async def _serve(self, first: bytes) -> None:
         cfg = self.door.cfg
@@ -251,16 +274,23 @@ class ClientConnection:
     def close_with(self, condition: Cond, description: str) -> None:
         """Close the connection with ``condition`` (SIGTERM: ``amqp:connection:forced``; a
         device disabled meanwhile: ``amqp:unauthorized-access``); unsettled uploads stay
-        unsettled, so clients resend them."""
-        if self.engine is None or self.closed:
-            self.writer.close()
+        unsettled, so clients resend them. Once: later calls do nothing."""
+        if self._closing:
             return
-        conn = self.engine.connection
-        conn.condition = Condition(str(condition), description)
-        if conn.state & Endpoint.LOCAL_ACTIVE:
-            conn.close()
-        self.flush_soon()
-        self.writer.close()
+        self._closing = True
+        if self.engine is not None and not self.closed:
+            conn = self.engine.connection
+            conn.condition = Condition(str(condition), description)
+            if conn.state & Endpoint.LOCAL_ACTIVE:
+                conn.close()
+            self.flush_soon()
+        if self.writer.get_extra_info("ssl_object") is None:
+            self.writer.close()
+        else:
+            # TLS: close() would wait for a close_notify a silent peer never sends (and a second
+            # close() disarms abort()); the close frame gets a moment to leave, then the socket
+            # goes and the read loop ends, as on the plain port
+            asyncio.get_running_loop().call_later(_TLS_CLOSE_S, self.writer.transport.abort)
 
 
 def _close(endpoint: Connection | Session | Link) -> None:

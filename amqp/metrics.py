@@ -11,7 +11,8 @@ class AmqpMetrics:
             "iot_amqp_connections", "AMQP connections open now", registry=registry
         )
         self.logins = Counter(
-            "iot_amqp_logins", "SASL log-ins by verdict (ok, refused, unavailable)",
+            "iot_amqp_logins",
+            "SASL log-ins by verdict (ok, refused, unavailable; tls_refused: the TLS handshake)",
             ["verdict"], registry=registry,
         )  # fmt: skip
         self.messages = Counter(

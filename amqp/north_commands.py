@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from proton import Delivery, Endpoint, Link, Message, int32
 
 from amqp.engine import condition_of
-from amqp.model import Refusal
+from amqp.model import Cond, Refusal
 from amqp.north_kafka import ReplyFollower
 from amqp.north_model import AppCommand, CommandTarget, ReplySource, parse_command, reply_message
+from api.errors import ApiError
 from appconfig.kafka_security import client_base
 from bridge.topics import DEFAULT_TENANT
 from commands.client import CommandClient
@@ -66,14 +67,16 @@ class AppCommands:
         self._tags = itertools.count(1)
         self._client: CommandClient | None = None
         self._follower: ReplyFollower | None = None
+        self._status_follower: ReplyFollower | None = None
         self._follower_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        if self._follower is not None:
-            self._follower.close()
+        for follower in (self._follower, self._status_follower):
+            if follower is not None:
+                follower.close()
         if self._client is not None:
             await asyncio.to_thread(self._client.close)
 
@@ -148,6 +151,10 @@ class AppCommands:
         order: asyncio.Lock,
     ) -> None:
         async with order:  # asyncio's locks are fair: the link's commands keep their order
+            refusal = await self._unknown_device(cmd)
+            if refusal is not None:
+                self._refused(conn, link, dlv, refusal)
+                return
             if cmd.reply is not None:
                 await self._follow()
                 expiry = (cmd.ttl_ms / 1000 if cmd.ttl_ms else _ROUTE_S) + time.monotonic() + 60
@@ -159,6 +166,43 @@ class AppCommands:
             return
         if dlv is not None:
             dlv.update(Delivery.ACCEPTED if ok else Delivery.RELEASED)
+            dlv.settle()
+        link.flow(1)
+        conn.flush_soon()
+
+    async def _unknown_device(self, cmd: AppCommand) -> Refusal | None:
+        """``amqp:not-found`` for a device the registry does not hold (or holds disabled) in
+        the tenant, read past every change made before the command (the read barrier), so the
+        application learns it now rather than from a command that waits out its TTL. Without
+        authentication, or when the registry does not answer, the command path decides."""
+        auth = self.door.logins.auth
+        if auth is None or cmd.device.startswith("group:"):
+            return None
+        try:
+            await auth.synced()
+        except ApiError:
+            return None
+        device = auth.registry.state.devices.get((cmd.tenant, cmd.device))
+        if device is not None and not device.disabled:
+            return None
+        return Refusal(
+            Cond.NOT_FOUND,
+            f"no enabled device {cmd.device!r} in tenant {cmd.tenant!r}",
+            {"code": "unknown_device"},
+        )
+
+    def _refused(
+        self, conn: ClientConnection, link: Link, dlv: Delivery | None, refusal: Refusal
+    ) -> None:
+        """The rejected outcome with the refusal's condition (a presettled command has no
+        outcome to carry it: it is only counted and logged)."""
+        self.door.stats.north_commands.labels(str(refusal.condition)).inc()
+        log.info("command refused: %s", refusal.description)
+        if conn.closed or not link.state & Endpoint.LOCAL_ACTIVE:
+            return
+        if dlv is not None:
+            dlv.local.condition = condition_of(refusal)
+            dlv.update(Delivery.REJECTED)
             dlv.settle()
         link.flow(1)
         conn.flush_soon()
@@ -195,16 +239,31 @@ class AppCommands:
     # --- replies ----------------------------------------------------------------------------
 
     async def _follow(self) -> None:
-        """The replies are followed from now on (started once, at the first need)."""
+        """The replies, and the statuses (for a command the command path rejects), are
+        followed from now on (started once, at the first need)."""
         async with self._follower_lock:
             if self._follower is None:
                 cfg = self.door.cfg
+                statuses = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_status,
+                                         self._status)  # fmt: skip
+                await asyncio.to_thread(statuses.start)
+                self._status_follower = statuses
                 follower = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_replies,
                                          self._reply)  # fmt: skip
                 await asyncio.to_thread(follower.start)
                 self._follower = follower
 
-    def _reply(self, doc: dict[str, Any]) -> None:
+    def _status(self, doc: dict[str, Any]) -> None:
+        """A command the command path took from Kafka and then refused (status ``rejected``,
+        e.g. ``oversized`` against its own limit): its accepted delivery cannot carry that any
+        more, so the application's reply link gets a 400 with the reason, as for an invalid
+        reply (docs/amqp.md)."""
+        if doc.get("state") != "rejected":
+            return
+        detail = str(doc.get("detail") or "rejected by the command path")
+        self._reply(doc, (400, detail.encode(), "text/plain"))
+
+    def _reply(self, doc: dict[str, Any], answer: tuple[int, bytes, str] | None = None) -> None:
         route = self._routes.get(str(doc.get("command_id")))
         if route is None:
             return  # another instance's command, or an application's own iot-cmd
@@ -213,7 +272,7 @@ class AppCommands:
         if not links:
             self.door.stats.north_commands.labels("reply_dropped").inc()
             return
-        status, body, content_type = reply_message(doc)
+        status, body, content_type = answer or reply_message(doc)
         msg = Message(
             correlation_id=doc.get("command_id"),
             creation_time=time.time(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 
 from prometheus_client import CollectorRegistry
 
@@ -21,6 +22,7 @@ from amqp.login import Logins
 from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
 from amqp.northbound import Northbound
+from amqp.tls import PeerCert, peer_cert, revoked, server_context
 from amqp.uploads import Uploads
 from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
@@ -28,6 +30,7 @@ from api.plumbing.kafka_admin import TopicAdmin
 from health.server import HealthServer
 
 log = logging.getLogger(__name__)
+_HANDSHAKE_S = 30.0
 
 
 class Door:
@@ -40,7 +43,7 @@ class Door:
         auth = None
         if cfg.registry_auth:
             auth = RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
-        self.logins = Logins(auth)
+        self.logins = Logins(auth, lambda cert: revoked(cfg, cert))
         self.producer = UploadProducer(
             cfg.kafka_bootstrap,
             linger_ms=cfg.kafka_linger_ms,
@@ -61,6 +64,9 @@ class AmqpService:
         self.connections: set[ClientConnection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self._tls_server: asyncio.Server | None = None
+        # the amqps listener's context, made now: a bad certificate stops the start, clearly
+        self._tls = server_context(cfg) if cfg.amqps_port else None
         self.health: HealthServer | None = None
         self.port = 0
         self._stopped: asyncio.Event | None = None
@@ -79,25 +85,58 @@ class AmqpService:
             self._client, self.cfg.amqp_host, self.cfg.amqp_port
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self._tls is not None:
+            self._tls_server = await asyncio.start_server(
+                self._tls_client, self.cfg.amqp_host, self.cfg.amqps_port
+            )
         self.health = HealthServer(
             self.cfg.http_host,
             self.cfg.http_port,
             door.registry,
             alive=lambda: True,
-            ready=lambda: self._server is not None and self._server.is_serving(),
+            ready=self._serving,
             thread_name="amqp-http",
         )
         self.health.start()
         if door.logins.auth is not None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_logins())
         log.info(
-            "iot-amqp listening on %s:%d (AMQP, SASL %s), metrics on %s:%d",
+            "iot-amqp listening on %s:%d (AMQP, SASL %s)%s, metrics on %s:%d",
             self.cfg.amqp_host, self.port, "/".join(door.logins.mechanisms),
+            f" and {self.cfg.amqps_port} (AMQP over TLS, SASL EXTERNAL with a client "
+            "certificate)" if self._tls_server is not None else "",
             self.cfg.http_host, self.health.port,
         )  # fmt: skip
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = ClientConnection(self.door, reader, writer)
+    def _serving(self) -> bool:
+        return all(
+            s is not None and s.is_serving()
+            for s in (self._server, *([self._tls_server] if self._tls else []))
+        )
+
+    async def _tls_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """amqps: the TLS handshake (a client certificate of another CA fails it: one log
+        line), then the connection as on the plain port, with the certificate it showed."""
+        assert self._tls is not None
+        peer = writer.get_extra_info("peername")
+        try:
+            await writer.start_tls(self._tls, ssl_handshake_timeout=_HANDSHAKE_S)
+        except (ssl.SSLError, OSError, TimeoutError) as exc:
+            log.info("TLS handshake with %s refused: %s", peer, exc)
+            self.door.stats.logins.labels("tls_refused").inc()
+            writer.transport.abort()
+            return
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        await self._client(reader, writer, peer_cert(der))
+
+    async def _client(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        cert: PeerCert | None = None,
+    ) -> None:
+        conn = ClientConnection(self.door, reader, writer, cert)
         self.connections.add(conn)
         try:
             await conn.run()
@@ -142,6 +181,8 @@ class AmqpService:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         if self._watch is not None:
             self._watch.cancel()
         for conn in list(self.connections):

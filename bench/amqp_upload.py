@@ -174,7 +174,7 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
     port, http = free_port(), free_port()
     argv = [sys.executable, "-m", "amqp", "--insecure-anonymous", "--no-registry-auth",
             "--log-level", "WARNING", "--kafka-bootstrap", bootstrap,
-            "--amqp-port", str(port), "--http-port", str(http)]  # fmt: skip
+            "--amqp-port", str(port), "--amqps-port", "0", "--http-port", str(http)]  # fmt: skip
     with log.open("w") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -10,7 +10,7 @@ import sys
 from bridge.stores import describe, is_full, parse_store_dirs
 from device_sim.spec import FleetSpec
 from registry.kafka_store import REGISTRY_TOPIC
-from stack import kafka_auth
+from stack import kafka_auth, mqtt_tls
 from stack.app_service import AppService, alive_for, http_ok
 from stack.config import StackConfig
 from stack.kafka_server import KafkaServer
@@ -263,7 +263,8 @@ class AppServices:
                     )
                 )
                 + f",commands=http://{host}:{cfg.commands_http_port},"
-                f"analytics=http://{host}:{cfg.analytics_http_port}",
+                f"analytics=http://{host}:{cfg.analytics_http_port}"
+                + (f",amqp=http://{host}:{cfg.amqp_http_port}" if cfg.with_amqp else ""),
                 "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
                 "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),
             }
@@ -301,9 +302,16 @@ class AppServices:
             api_login = account_login(cfg.secrets_dir, "api")
             env["IOT_MQTT_USERNAME"] = api_login.username
             env["IOT_MQTT_PASSWORD_FILE"] = str(api_login.password_file)
+        endpoint = f"amqp://{cfg.connect_host}:{cfg.amqp_port}"
+        if cfg.amqp_tls and not cfg.insecure_anonymous:  # the CA `up` makes for Mosquitto
+            env |= {"IOT_AMQPS_PORT": str(cfg.amqp_tls_port),
+                    "IOT_TLS_CA_DIR": str(mqtt_tls.ca_dir(cfg))}  # fmt: skip
+            endpoint += f", amqps://{cfg.connect_host}:{cfg.amqp_tls_port} (PLAIN or EXTERNAL)"
+        else:
+            env["IOT_AMQPS_PORT"] = "0"
         return self._http_service(
             "amqp", [sys.executable, "-m", "amqp"], env, url,
-            endpoint=f"amqp://{cfg.connect_host}:{cfg.amqp_port} (metrics {url}/metrics)",
+            endpoint=f"{endpoint} (metrics {url}/metrics)",
         )  # fmt: skip
 
     def analytics(self) -> AppService:

@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--api-port", type=int, help="iot-api's HTTP port (default 3904)")
     common.add_argument("--amqp-port", type=int, help="iot-amqp's AMQP port (default 5672)")
     common.add_argument(
+        "--amqp-tls-port", type=int, help="iot-amqp's amqps (TLS) port (default 5671)"
+    )
+    common.add_argument(
         "--amqp-http-port", type=int, help="iot-amqp's metrics and health port (default 9106)"
     )
     common.add_argument(

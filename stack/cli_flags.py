@@ -115,6 +115,10 @@ def tls_flags(parser: argparse.ArgumentParser) -> None:
         help="open no mutual-TLS listener (env IOT_STACK_MQTT_TLS=0)",
     )  # fmt: skip
     parser.add_argument(
+        "--no-amqp-tls", dest="amqp_tls", action="store_false", default=None,
+        help="iot-amqp without its amqps listener (env IOT_STACK_AMQP_TLS=0)",
+    )  # fmt: skip
+    parser.add_argument(
         "--tls-ca-cert", metavar="PEM",
         help="the operator's own CA certificate instead of a CA made on first start (with "
         "--tls-ca-key; env IOT_STACK_TLS_CA_CERT)",

@@ -177,9 +177,9 @@ class StackSettings:
         "start iot-amqp (the AMQP 1.0 door for devices, docs/amqp.md) with the servers",
     )  # fmt: skip
     amqp_port: int = _setting("IOT_STACK_AMQP_PORT", 5672, "iot-amqp's AMQP port")
-    amqp_http_port: int = _setting(
-        "IOT_STACK_AMQP_HTTP_PORT", 9106, "iot-amqp's metrics and health port"
-    )
+    amqp_tls: bool = _setting("IOT_STACK_AMQP_TLS", True, "iot-amqp's amqps listener (TLS)")
+    amqp_tls_port: int = _setting("IOT_STACK_AMQP_TLS_PORT", 5671, "iot-amqp's amqps port")
+    amqp_http_port: int = _setting("IOT_STACK_AMQP_HTTP_PORT", 9106, "iot-amqp's /metrics port")
     with_analytics: bool = _setting(
         "IOT_STACK_ANALYTICS", False, "start the Spark streaming job with the servers"
     )

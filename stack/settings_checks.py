@@ -42,6 +42,11 @@ def check_settings(s: StackSettings) -> None:
             raise StackError(f"{name} must be a fixed TCP port, got {value}")
     if s.connect_port == s.connect_server_port:
         raise StackError(f"connect_port and connect_server_port are both {s.connect_port}")
+    amqps = s.amqp_tls_port
+    if s.with_amqp and s.amqp_tls and (not 1 <= amqps <= 65535 or amqps == s.amqp_port):
+        raise StackError(
+            f"amqp_tls_port must be a fixed TCP port other than amqp_port, got {s.amqp_tls_port}"
+        )
     if not 0 <= s.api_tls_port <= 65535:
         raise StackError(f"api_tls_port must be a TCP port or 0, got {s.api_tls_port}")
     if not 1 <= s.bridges <= MAX_BRIDGES:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import functools
@@ -28,6 +29,9 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from registry import cli_certs
+from registry.ca_store import CaStore
+from registry.config import RegistryConfig
 from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
@@ -1120,9 +1124,11 @@ def test_amqp_example_runs(
     stack: Any,
     topic_factory: Callable[..., str],
     transactions_ready: None,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """docs/amqp.md: `iot-amqp` as shown (on free ports, with a registry of the test's own),
-    then the python-qpid-proton example as it stands, printing what the doc says it prints."""
+    then the python-qpid-proton examples as they stand (PLAIN, northbound, and EXTERNAL over
+    TLS with a certificate `iot-devices cert` issued), printing what the doc says they print."""
     store = fresh_store(stack.kafka_bootstrap)
     registry = Registry.open(store, local_admin("docs"), None, write=True)
     registry.create_tenant("default")
@@ -1130,16 +1136,27 @@ def test_amqp_example_runs(
     app_secret = registry.create_account("app", [Role.API]).secret
     assert secret is not None
     assert app_secret is not None
+    ca, certs = tmp_path / "ca", tmp_path / "certs"
+    CaStore(ca).init()
+    reg_cfg = RegistryConfig(stack.kafka_bootstrap, store.topic, store.audit_topic,
+                             stack.mqtt_host, stack.mqtt_port, None, ca_dir=ca)  # fmt: skip
+    issued = argparse.Namespace(tenant="default", id="pump-1", days=30.0, out=certs)
+    cli_certs.issue(registry, issued, reg_cfg)  # `iot-devices cert pump-1 --out certs`
     store.close()
     tel, dlq = topic_factory("amqptel", partitions=3), topic_factory("amqpdlq", partitions=1)
     (example,) = _run_by("test_amqp_example_runs")
-    port, http = _free_port(), _free_port()
+    port, http, tls_port = _free_port(), _free_port(), _free_port()
     argv = [
         str(Path(sys.executable).parent / "iot-amqp"),
         *(a.replace("localhost:9092", stack.kafka_bootstrap) for a in example.argv[1:]),
         *("--amqp-port", str(port), "--http-port", str(http), "--registry-topic", store.topic),
         *("--topic-telemetry", tel, "--topic-dlq", dlq),
+        *("--amqps-port", str(tls_port), "--tls-ca-dir", str(ca)),
     ]
+    over_tls = _doc_block("docs/amqp.md", "python", 2).replace(
+        "localhost:5671", f"localhost:{tls_port}"
+    )
+    over_tls = over_tls.replace('"certs"', repr(str(certs)))
     code = _doc_block("docs/amqp.md", "python")
     code = code.replace("localhost:5672", f"127.0.0.1:{port}").replace("<secret>", secret)
     # the Northbound section's example: an application reads what the device sends (the second
@@ -1163,6 +1180,15 @@ def test_amqp_example_runs(
             [sys.executable, "-c", north], capture_output=True, text=True, timeout=60, check=True
         )
         assert read.stdout == _doc_block("docs/amqp.md", "text", 2)
+        sent = subprocess.run(
+            [sys.executable, "-c", over_tls],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout == _doc_block("docs/amqp.md", "text", 3)
     finally:
         proc.terminate()
         assert proc.wait(30) == 0

@@ -9,7 +9,11 @@
 //     attaches a receiver (link name NAME, credit 10, manual accept) on SOURCE; prints
 //     `attached`, then one JSON line {device_id, tenant_id, body} per message, accepting each;
 //     exits 0 after COUNT.
+//
+// With RHEA_CA (a PEM file) it connects over TLS trusting that CA; with RHEA_CERT and RHEA_KEY
+// too it shows that client certificate and logs in with SASL EXTERNAL (USER and SECRET `-`).
 "use strict";
+const fs = require("fs");
 const rhea = require("rhea");
 
 const [mode, port, username, password, ...rest] = process.argv.slice(2);
@@ -76,6 +80,16 @@ if (mode === "device") {
   fail(`unknown mode ${mode}`);
 }
 
-container.connect({
-  host: "127.0.0.1", port: Number(port), username, password, reconnect: false,
-});
+const options = { host: "127.0.0.1", port: Number(port), reconnect: false };
+if (username !== "-") Object.assign(options, { username, password });
+if (process.env.RHEA_CA) {
+  Object.assign(options, { transport: "tls", ca: fs.readFileSync(process.env.RHEA_CA) });
+  if (process.env.RHEA_CERT) {
+    Object.assign(options, {
+      cert: fs.readFileSync(process.env.RHEA_CERT),
+      key: fs.readFileSync(process.env.RHEA_KEY),
+      enable_sasl_external: true,
+    });
+  }
+}
+container.connect(options);

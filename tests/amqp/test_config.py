@@ -31,3 +31,13 @@ def test_checks() -> None:
         AmqpConfig.load([], environ={}, max_message_bytes=10)
     with pytest.raises(ConfigError, match="link_credit"):
         AmqpConfig.load([], environ={}, link_credit=0)
+
+
+def test_amqps_defaults_and_checks() -> None:
+    cfg = AmqpConfig.load([], environ={})
+    assert (cfg.amqps_port, cfg.tls_ca_dir) == (5671, "var/ca")  # TLS on by default
+    assert AmqpConfig.load(["--amqps-port", "0"], environ={}).amqps_port == 0  # off
+    with pytest.raises(ConfigError, match="go together"):
+        AmqpConfig.load([], environ={}, tls_cert_file="x.crt")
+    with pytest.raises(ConfigError, match="differ"):
+        AmqpConfig.load([], environ={}, amqp_port=5671)

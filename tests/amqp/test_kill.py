@@ -77,7 +77,7 @@ def amqp_process(door: Door) -> Iterator[tuple[subprocess.Popen[bytes], int]]:  
     argv = [
         sys.executable, "-m", "amqp", "--registry-auth",
         "--kafka-bootstrap", door.bootstrap, "--registry-topic", door.registry_topic,
-        "--amqp-port", str(port), "--http-port", str(http),
+        "--amqp-port", str(port), "--amqps-port", "0", "--http-port", str(http),
         "--topic-telemetry", door.topic("telemetry"), "--topic-events", door.topic("events"),
         "--topic-dlq", door.topic("dlq"), "--log-level", "WARNING",
     ]  # fmt: skip

@@ -5,13 +5,9 @@ isolation, and a command sent northbound answered by an AMQP device."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,7 +25,7 @@ from registry.model import Role
 from registry.permissions import local_admin
 from registry.service import Registry
 from stack.topics import TopicSpec, ensure_topics
-from tests.amqp.harness import running_amqp
+from tests.amqp.harness import rhea, running_amqp
 from tests.api.http_devices.test_handlers import transactions_ready  # noqa: F401 - fixture
 from tests.commands.harness import forget_session, unique, wait_for
 from tests.conftest import Endpoints
@@ -123,7 +119,8 @@ def north(stack: Endpoints, transactions_ready: None) -> Iterator[North]:  # noq
             kafka_bootstrap=stack.kafka_bootstrap, registry_auth=True, registry_topic=store.topic,
             topic_telemetry=names["telemetry"], topic_events=names["events"],
             topic_dlq=names["dlq"], topic_commands=cmd["cmd"],
-            topic_command_replies=cmd["replies"], mqtt_host=stack.mqtt_host,
+            topic_command_replies=cmd["replies"], topic_command_status=cmd["status"],
+            mqtt_host=stack.mqtt_host,
             mqtt_port=stack.mqtt_port, **login,
         ) as service:  # fmt: skip
             yield North(service, stack.kafka_bootstrap, base, secrets)
@@ -301,16 +298,64 @@ def test_a_command_sent_northbound_reaches_the_device_and_its_reply_comes_back(
         app.close()
 
 
-RHEA = Path(__file__).with_name("rhea_client.js")
-NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"  # the virtualenv's (.ci/setup)
+def test_a_command_the_command_path_rejects_later_gets_a_400_on_the_reply_link(
+    north: North,
+) -> None:
+    """Args with the command path's reserved key pass iot-amqp's checks, so the command is
+    accepted once in Kafka; the command path then rejects it (`bad_args`), and the application
+    hears of it on its command_response link: status 400 with the reason."""
+    app = north.connect("svc/app")
+    try:
+        reply_id = unique("r")
+        replies = app.create_receiver(f"command_response/acme/{reply_id}", credit=5)
+        cid = unique("c")
+        sent = app.create_sender("command/acme").send(Message(
+            address="command/acme/pump-1", subject="reboot", correlation_id=cid,
+            reply_to=f"command_response/acme/{reply_id}", body=b'{"command_id": "x"}',
+            inferred=True,
+        ))  # fmt: skip
+        assert sent.remote_state == Delivery.ACCEPTED
+        reply = replies.receive(timeout=30)
+        replies.accept()
+        assert reply.correlation_id == cid
+        assert props(reply) == {"device_id": "pump-1", "tenant_id": "acme", "status": 400}
+        assert isinstance(reply.body, bytes | memoryview)
+        assert bytes(reply.body).decode().startswith("bad_args:")
+    finally:
+        app.close()
 
 
-def rhea(*args: str) -> subprocess.Popen[str]:
-    """tests/amqp/rhea_client.js under node, with the rhea that .ci/setup installs."""
-    assert (NODE_MODULES / "rhea").is_dir(), f"no rhea in {NODE_MODULES}: run .ci/setup"
-    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
-    return subprocess.Popen(["node", str(RHEA), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+@pytest.mark.parametrize(
+    ("to", "subject", "payload", "condition", "code"),
+    [
+        ("command/acme/ghost", "reboot", b"{}", "amqp:not-found", "unknown_device"),
+        ("command/acme/pump-1", None, b"{}", "hono:bad-request", "bad_name"),
+        ("command/acme/pump-1", "reboot", b"[1]", "hono:bad-request", "not_object"),
+    ],
+)
+def test_a_refused_command_gets_a_rejected_outcome_with_the_reason(
+    north: North, to: str, subject: str | None, payload: bytes, condition: str, code: str
+) -> None:
+    """The command path's refusals reach the application on the command's own delivery
+    (Hono's way: the disposition of the command message), before anything is written."""
+    app = north.connect("svc/app")
+    try:
+        sender = app.create_sender("command/acme")
+        msg = Message(address=to, subject=subject, correlation_id=unique("c"), body=payload,
+                      reply_to="command_response/acme/r1", inferred=True)  # fmt: skip
+        dlv = sender.send(msg, error_states=[])
+        assert dlv.remote_state == Delivery.REJECTED
+        cond = dlv.remote.condition
+        assert cond is not None
+        info = cond.info if isinstance(cond.info, dict) else {}
+        assert (cond.name, {str(k): v for k, v in info.items()}.get("code")) == (condition, code)
+        assert cond.description
+        # the link goes on: a good command after the refused one is accepted
+        ok = Message(address="command/acme/pump-1", subject="x", correlation_id=unique("c"),
+                     body=b"{}", inferred=True)  # fmt: skip
+        assert sender.send(ok).remote_state == Delivery.ACCEPTED
+    finally:
+        app.close()
 
 
 def test_rhea_as_a_device_and_as_an_application(north: North) -> None:

@@ -5,6 +5,8 @@ the launcher as `iot-stack up --kafka-security sasl_ssl --amqp --devices 1` woul
 
 from __future__ import annotations
 
+import socket
+import ssl
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from stack import kafka_auth
+from stack import kafka_auth, mqtt_tls
 from stack.config import StackConfig
 from stack.kafka_security import tenant_prefix
 from stack.kafka_server import KafkaServer
@@ -34,7 +36,7 @@ TENANTS = ("acme", "globex")
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    bridge_port, commands_port, api_port, amqp_port, amqp_http_port = free_ports(5)
+    bridge_port, commands_port, api_port, amqp_port, amqp_http_port, amqps_port = free_ports(6)
     config = StackConfig.servers_on_free_ports(
         tmp_path_factory.mktemp("kafka-sasl"), 3, "512m", kafka_jvm_options=kafka_jvm_options()
     ).with_changes(
@@ -48,6 +50,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         with_amqp=True,
         amqp_port=amqp_port,
         amqp_http_port=amqp_http_port,
+        amqp_tls_port=amqps_port,
         devices=1,
         device_rate=5.0,
         start_timeout=180.0,
@@ -180,6 +183,16 @@ def test_the_doors_reach_kafka_as_their_own_principals(secured: Stack) -> None:
     for name in ("api", "amqp"):
         log_text = (cfg.log_dir / f"{name}.log").read_text()
         assert "SASL authentication error" not in log_text
+    # iot-amqp's amqps listener is up with `up`, its server certificate from the stack's CA
+    context = ssl.create_default_context(cafile=str(mqtt_tls.ca_dir(cfg) / "ca.crt"))
+    address = (cfg.connect_host, cfg.amqp_tls_port)
+    with (
+        socket.create_connection(address, timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(b"AMQP\x03\x01\x00\x00")  # SASL: it answers with its own header
+        assert tls.recv(8) == b"AMQP\x03\x01\x00\x00"
+    assert f"amqps://{cfg.connect_host}:{cfg.amqp_tls_port}" in secured.endpoints()["amqp"]
 
 
 def test_secrets_stay_in_private_files(secured: Stack) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from stack.config import StackConfig
+from stack.errors import StackError
 from stack.launcher import Stack
 from stack.process import ManagedProcess
 
@@ -218,6 +219,9 @@ def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
     assert env["IOT_CONSOLE_SERVICES"].endswith("analytics=http://127.0.0.1:19102")
     assert env["IOT_CONSOLE_WAREHOUSE"] == str(tmp_path / "warehouse")
     assert env["IOT_CONSOLE_SITES_PASSWORD_FILE"] == str(tmp_path / "secrets/bridge.secret")
+    # --amqp: the Overview watches iot-amqp too (its /healthz and /metrics)
+    amqp = _stack(tmp_path, api_console=True, with_amqp=True, amqp_http_port=19106).api().env
+    assert amqp["IOT_CONSOLE_SERVICES"].endswith(",amqp=http://127.0.0.1:19106")
     # --bridges 3: the console watches (and adds up) every instance
     three = _stack(tmp_path, api_console=True, bridges=3, bridge_http_port=19100).api().env
     assert three["IOT_CONSOLE_SERVICES"].startswith(
@@ -295,14 +299,22 @@ def test_iot_amqp_is_started_with_amqp_and_logs_devices_in_against_the_registry(
         "IOT_MQTT_PORT": "1883",
         "IOT_MQTT_USERNAME": "svc/api",
         "IOT_MQTT_PASSWORD_FILE": str(tmp_path / "secrets" / "api.secret"),
+        # amqps on by default, with the CA Mosquitto's 8883 uses (`iot-devices cert` issues)
+        "IOT_AMQPS_PORT": "5671",
+        "IOT_TLS_CA_DIR": str((tmp_path / "ca").resolve()),
     }
-    assert (
-        stack.endpoints()["amqp"]
-        == "amqp://127.0.0.1:15672 (metrics http://127.0.0.1:9106/metrics)"
+    assert stack.endpoints()["amqp"] == (
+        "amqp://127.0.0.1:15672, amqps://127.0.0.1:5671 (PLAIN or EXTERNAL) "
+        "(metrics http://127.0.0.1:9106/metrics)"
     )
     anonymous = _stack(tmp_path, insecure_anonymous=True).amqp().env
     assert anonymous["IOT_INSECURE_ANONYMOUS"] == "1"
     assert "IOT_REGISTRY_AUTH" not in anonymous
+    assert anonymous["IOT_AMQPS_PORT"] == "0"  # no identities a certificate could stand for
+    off = _stack(tmp_path, with_amqp=True, amqp_tls=False).amqp().env
+    assert off["IOT_AMQPS_PORT"] == "0"
+    with pytest.raises(StackError, match="amqp_tls_port"):
+        _stack(tmp_path, with_amqp=True, amqp_tls_port=5672)
 
 
 def test_status_lists_every_recorded_shard_even_one_with_no_pid_file(tmp_path: Path) -> None:
