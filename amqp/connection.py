@@ -98,6 +98,7 @@ class ClientConnection:
             self.door.uploads.forget(self)
             self.door.commands.forget(self)
             self.door.north.forget(self)
+            self.door.queues.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -165,18 +166,22 @@ class ClientConnection:
                 self._attach(event.link)
             elif kind == Event.DELIVERY and event.delivery is not None:
                 if event.delivery.link.is_sender:  # a device settled a command, or an app
-                    if not self.door.north.on_disposition(self, event.delivery):
+                    if self.door.queues.on_disposition(self, event.delivery):
+                        pass
+                    elif not self.door.north.on_disposition(self, event.delivery):
                         self.door.commands.on_disposition(self, event.delivery)
                 else:
                     await self.door.uploads.on_delivery(self, event.delivery)
             elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
                 self.door.commands.on_flow(self, event.link)
                 self.door.north.on_flow(self, event.link)
+                self.door.queues.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
                 self.door.commands.detached(self, event.link)
                 self.door.north.detached(self, event.link)
+                self.door.queues.detached(self, event.link)
             elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
                 _close(event.session)
             elif kind == Event.CONNECTION_REMOTE_CLOSE:
@@ -188,6 +193,8 @@ class ClientConnection:
         conn.open()
 
     def _attach(self, link: Link) -> None:
+        if self.door.queues.attach(self, link):  # queue/{q} (amqp.queue_links)
+            return
         if self.door.north.attach(self, link):  # an application's (amqp.northbound)
             return
         if link.is_receiver:  # the client sends on it

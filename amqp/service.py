@@ -21,6 +21,7 @@ from amqp.login import Logins
 from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
 from amqp.northbound import Northbound
+from amqp.queue_links import QueueLinks
 from amqp.uploads import Uploads
 from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
@@ -51,6 +52,7 @@ class Door:
         self.uploads = Uploads(self)
         self.commands = Commands(self)
         self.north = Northbound(self)
+        self.queues = QueueLinks(self)  # queue/{q}
 
 
 class AmqpService:
@@ -72,6 +74,7 @@ class AmqpService:
         door.admin.start()
         door.uploads.start()
         door.commands.start()
+        door.queues.start()
         if door.logins.auth is not None:
             await door.logins.auth.start()
         self._stopped = asyncio.Event()
@@ -150,6 +153,7 @@ class AmqpService:
         door = self.door
         await door.commands.close()
         await door.north.close()
+        await door.queues.close()
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)
         door.admin.close()
         if door.logins.auth is not None:
