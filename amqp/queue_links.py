@@ -147,10 +147,7 @@ class QueueLinks:
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = RCV_SETTLE_FIRST
         if link.is_receiver:  # the client sends
-            link.max_message_size = self.door.cfg.max_message_bytes
-            link.open()
-            link.flow(self.door.cfg.link_credit)
-            self._senders[_key(conn, link)] = found.queue
+            self.open_sender(conn, link, found.queue)
         else:
             link.open()
             qr = QueueReceiver(conn, link, found.queue)
@@ -192,6 +189,14 @@ class QueueLinks:
 
     # --- the client sends -------------------------------------------------------------------
 
+    def open_sender(self, conn: ClientConnection, link: Link, topic: str) -> None:
+        """The client's sender link publishes to ``topic`` (a queue, or an MR topic:
+        amqp.topic_links)."""
+        link.max_message_size = self.door.cfg.max_message_bytes
+        link.open()
+        link.flow(self.door.cfg.link_credit)
+        self._senders[_key(conn, link)] = topic
+
     def takes(self, conn: ClientConnection, link: Link) -> bool:
         return _key(conn, link) in self._senders
 
@@ -209,13 +214,17 @@ class QueueLinks:
     async def _publish(
         self, conn: ClientConnection, link: Link, dlv: Delivery, rec: KafkaRecord
     ) -> None:
+        presettled = bool(dlv.settled)  # (a topic's sender) at most once
+        if presettled:
+            dlv.settle()
         error = await self.door.producer.publish([rec])
         if conn.closed or _key(conn, link) not in self._senders:
             return  # never settled: the client sends it again
         if error is not None:
-            log.warning("queue %s: Kafka did not take a message: %s", rec.topic, error)
-        dlv.update(Delivery.ACCEPTED if error is None else Delivery.RELEASED)
-        dlv.settle()
+            log.warning("%s: Kafka did not take a message: %s", rec.topic, error)
+        if not presettled:
+            dlv.update(Delivery.ACCEPTED if error is None else Delivery.RELEASED)
+            dlv.settle()
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.flow(1)
         conn.flush_soon()

@@ -22,6 +22,7 @@ from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
 from amqp.northbound import Northbound
 from amqp.queue_links import QueueLinks
+from amqp.topic_links import TopicLinks
 from amqp.uploads import Uploads
 from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
@@ -53,6 +54,7 @@ class Door:
         self.commands = Commands(self)
         self.north = Northbound(self)
         self.queues = QueueLinks(self)  # queue/{q}
+        self.topics = TopicLinks(self)  # topic/{name}[::{group}]
 
 
 class AmqpService:
@@ -153,6 +155,7 @@ class AmqpService:
         door = self.door
         await door.commands.close()
         await door.north.close()
+        door.topics.close()
         await door.queues.close()
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)
         door.admin.close()
