@@ -110,6 +110,7 @@ class ClientConnection:
             self.door.north.forget(self)
             self.door.queues.forget(self)
             self.door.topics.forget(self)
+            self.door.senders.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -192,6 +193,7 @@ class ClientConnection:
                 self.door.north.detached(self, event.link)
                 self.door.queues.detached(self, event.link)
                 self.door.topics.detached(self, event.link)
+                self.door.senders.detached(self, event.link)
             elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
                 _close(event.session)
             elif kind == Event.CONNECTION_REMOTE_CLOSE:

@@ -10,6 +10,7 @@ same as iot-api's, so HTTP and AMQP consumers of one queue compete for its messa
   count) in Kafka before the transfer is sent; the offsets are committed past it (the markers
   own it now). The outcome writes the answer marker (amqp.queue_model.answer_for). A link or
   connection gone with transfers unsettled: a ``nack`` for each (delivered again at once).
+- A transfer still unsettled: its deadline renewed (``renew`` markers) while the link lives.
 - Redelivery and dead letters are done by the markers' owner, iot-api's tracker.
 """
 
@@ -21,12 +22,12 @@ import itertools
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Endpoint, Link, Message, symbol
 
-from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal, payload_of
+from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
 from amqp.north_model import north_refusal
 from amqp.queue_model import (
     PARTITION_KEY,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _FETCH_MAX = 100  # messages handed out per round (bounded by the links' credit)
 _WAIT_S = 0.5
+_RENEW_EVERY_S = 0.5
 
 
 def _outcome(state: Any) -> Outcome:
@@ -98,16 +100,18 @@ class QueueLinks:
         cfg = door.cfg
         self.settings = QueueSettingsStore(cfg.kafka_bootstrap, cfg.queue_settings_topic)
         self._defaults = qm.QueueSettings(cfg.queue_visibility_s, cfg.queue_max_deliveries)
-        self._senders: dict[tuple[int, str], str] = {}  # the client sends: -> queue
         self._receivers: dict[tuple[int, str], QueueReceiver] = {}
         self._feeds: dict[str, QueueFeed] = {}
         self._tags = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     def start(self) -> None:
         self.settings.start()
+        self._spawn(self._renew())
 
     async def close(self) -> None:
+        self._closing = True
         for qr in list(self._receivers.values()):
             self._end(qr)
         if self._tasks:
@@ -147,7 +151,7 @@ class QueueLinks:
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = RCV_SETTLE_FIRST
         if link.is_receiver:  # the client sends
-            self.open_sender(conn, link, found.queue)
+            self.door.senders.open_sender(conn, link, found.queue)
         else:
             link.open()
             qr = QueueReceiver(conn, link, found.queue)
@@ -186,48 +190,6 @@ class QueueLinks:
         if link.is_sender and qm.dead_letter_topic(queue) not in names:
             await self.door.admin.ensure(qm.dead_letter_topic(queue), names[queue])
         return None
-
-    # --- the client sends -------------------------------------------------------------------
-
-    def open_sender(self, conn: ClientConnection, link: Link, topic: str) -> None:
-        """The client's sender link publishes to ``topic`` (a queue, or an MR topic:
-        amqp.topic_links)."""
-        link.max_message_size = self.door.cfg.max_message_bytes
-        link.open()
-        link.flow(self.door.cfg.link_credit)
-        self._senders[_key(conn, link)] = topic
-
-    def takes(self, conn: ClientConnection, link: Link) -> bool:
-        return _key(conn, link) in self._senders
-
-    def on_message(self, conn: ClientConnection, link: Link, dlv: Delivery, msg: Message) -> None:
-        payload = payload_of(msg.body)
-        if isinstance(payload, Refusal):
-            self.door.uploads.refuse(conn, link, dlv, payload)
-            return
-        props: dict[Any, Any] = dict(msg.properties or {})
-        key = props.get(PARTITION_KEY)
-        queue = self._senders[_key(conn, link)]
-        rec = KafkaRecord(queue, key.encode() if isinstance(key, str) else None, payload, [])
-        self._spawn(self._publish(conn, link, dlv, rec))
-
-    async def _publish(
-        self, conn: ClientConnection, link: Link, dlv: Delivery, rec: KafkaRecord
-    ) -> None:
-        presettled = bool(dlv.settled)  # (a topic's sender) at most once
-        if presettled:
-            dlv.settle()
-        error = await self.door.producer.publish([rec])
-        if conn.closed or _key(conn, link) not in self._senders:
-            return  # never settled: the client sends it again
-        if error is not None:
-            log.warning("%s: Kafka did not take a message: %s", rec.topic, error)
-        if not presettled:
-            dlv.update(Delivery.ACCEPTED if error is None else Delivery.RELEASED)
-            dlv.settle()
-        if link.state & Endpoint.LOCAL_ACTIVE:
-            link.flow(1)
-        conn.flush_soon()
 
     # --- the client receives ----------------------------------------------------------------
 
@@ -365,17 +327,45 @@ class QueueLinks:
         if error is not None:  # the visibility timeout brings them back
             log.warning("queue answers (%s) not written: %s", outcome, error)
 
+    async def _renew(self) -> None:
+        """While a transfer is unsettled its receiver holds the message (AMQP cannot take it
+        back): a ``renew`` marker moves its deadline a visibility timeout on, once a third of
+        it is left, so the markers' owner does not deliver it again meanwhile."""
+        while not self._closing:
+            await asyncio.sleep(_RENEW_EVERY_S)
+            now = int(time.time() * 1000)
+            due: list[tuple[QueueReceiver, bytes, qm.Handle]] = []
+            for qr in list(self._receivers.values()):
+                own = self.settings.get(qr.queue) or self._defaults
+                visibility = int(own.visibility_s * 1000)
+                for tag, h in qr.unsettled.items():
+                    if h.deadline_ms - now < visibility * 2 // 3:
+                        due.append((qr, tag, replace(h, deadline_ms=now + visibility)))
+            if not due:
+                continue
+            error = await self.door.producer.publish([
+                KafkaRecord(
+                    self.door.cfg.queue_markers_topic, qm.marker_key(h.queue, h.partition),
+                    qm.answer_marker(qm.RENEW, h, h.deadline_ms), [],
+                )
+                for _qr, _tag, h in due
+            ])  # fmt: skip
+            if error is not None:
+                log.warning("queue deadlines not renewed: %s", error)
+                continue
+            for qr, tag, h in due:
+                if tag in qr.unsettled:
+                    qr.unsettled[tag] = h
+
     # --- links and connections gone ---------------------------------------------------------
 
     def detached(self, conn: ClientConnection, link: Link) -> None:
         key = _key(conn, link)
-        self._senders.pop(key, None)
         qr = self._receivers.get(key)
         if qr is not None:
             self._end(qr)
 
     def forget(self, conn: ClientConnection) -> None:
-        self._senders = {k: q for k, q in self._senders.items() if k[0] != id(conn)}
         for qr in [q for q in self._receivers.values() if q.conn is conn]:
             self._end(qr)
 

@@ -22,6 +22,7 @@ from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
 from amqp.northbound import Northbound
 from amqp.queue_links import QueueLinks
+from amqp.send_links import SendLinks
 from amqp.topic_links import TopicLinks
 from amqp.uploads import Uploads
 from api.errors import ApiError
@@ -53,6 +54,7 @@ class Door:
         self.uploads = Uploads(self)
         self.commands = Commands(self)
         self.north = Northbound(self)
+        self.senders = SendLinks(self)  # the client sends to a queue or topic
         self.queues = QueueLinks(self)  # queue/{q}
         self.topics = TopicLinks(self)  # topic/{name}[::{group}]
 

@@ -8,7 +8,7 @@
   -> sent again on this link before newer records. Pre-settled: at most once. A link or
   connection gone: what it left unsettled is not committed (the group's next member gets it).
 - Sender link (the client sends): published to the topic, ``accepted`` once Kafka acknowledged
-  it (amqp.queue_links.QueueLinks.open_sender, the same path as a queue's).
+  it (amqp.send_links, the same path as a queue's).
 - Attach: iot-api's access rule on the topic, then the topic must exist (``amqp:not-found``).
 """
 
@@ -95,7 +95,7 @@ class TopicLinks:
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = RCV_SETTLE_FIRST
         if link.is_receiver:  # the client sends
-            self.door.queues.open_sender(conn, link, found.topic)
+            self.door.senders.open_sender(conn, link, found.topic)
             conn.flush_soon()
             return
         tr = TopicReceiver(conn, link, int(link.remote_snd_settle_mode) == SND_SETTLED)

@@ -142,8 +142,8 @@ class Uploads:
                 {"code": "bad_message"},
             ))  # fmt: skip
             return
-        if self.door.queues.takes(conn, link):  # a client's queue/{q} (amqp.queue_links)
-            self.door.queues.on_message(conn, link, dlv, msg)
+        if self.door.senders.takes(conn, link):  # to queue/{q} or topic/{t} (amqp.send_links)
+            self.door.senders.on_message(conn, link, dlv, msg)
             return
         if self.door.north.commands.takes(conn, link):  # an application's command/{tenant}
             self.door.north.commands.on_command(conn, link, dlv, msg)

@@ -9,6 +9,7 @@ one message lands in one marker partition, in order:
 - ``ack`` / ``nack``: the receiver's answer for that token (a ``nack`` may name when the
   message is due again: AMQP's ``modified``, after the visibility timeout);
 - ``reject``: straight to the dead-letter topic at the owner's next tick (AMQP's ``rejected``);
+- ``renew``: a later deadline for a delivery still held (an AMQP transfer still unsettled);
 - ``done``: the owner of the marker partition redelivered it (a copy appended to ``q`` with its
   delivery count) or dead-lettered it;
 - ``tick``: the owner's clock, written to its own partition and acted on when read back, so
@@ -25,7 +26,7 @@ from typing import Any
 import orjson
 
 START, ACK, NACK, DONE, TICK = "start", "ack", "nack", "done", "tick"
-REJECT = "reject"
+REJECT, RENEW = "reject", "renew"
 COUNT_HEADER = "iot-delivery-count"  # deliveries a copy already had (absent: none)
 
 
@@ -111,7 +112,8 @@ def start_marker(handle: Handle, max_deliveries: int, key: bytes | None, value: 
 
 
 def answer_marker(kind: str, handle: Handle, due_ms: int = 0) -> bytes:
-    """``ack``, ``nack`` (due again at ``due_ms``; 0: at once) or ``reject``."""
+    """``ack``, ``nack`` (due again at ``due_ms``; 0: at once), ``reject`` or ``renew`` (its
+    new deadline ``due_ms``)."""
     if due_ms:
         return orjson.dumps({"k": kind, "t": handle.token, "d": due_ms})
     return orjson.dumps({"k": kind, "t": handle.token})
@@ -137,7 +139,7 @@ def decode_marker(raw: bytes) -> Marker | None:
                 int(meta["c"]), int(meta["m"]), None if key is None else base64.b64decode(key),
                 value,
             )  # fmt: skip
-        if kind in (ACK, NACK, REJECT):
+        if kind in (ACK, NACK, REJECT, RENEW):
             return Marker(kind, meta["t"], deadline_ms=int(meta.get("d", 0)))
         if kind == DONE:
             return Marker(DONE, meta["t"], why=meta.get("why", ""))
@@ -194,6 +196,10 @@ class MarkerTable:
         elif marker.kind == NACK and marker.token in self.pending:
             found = self.pending[marker.token]
             self.pending[marker.token] = replace(found, due_ms=marker.deadline_ms)
+        elif marker.kind == RENEW and marker.token in self.pending:
+            found = self.pending[marker.token]
+            if found.due_ms and not found.dead:  # a nack or reject already decided it
+                self.pending[marker.token] = replace(found, due_ms=marker.deadline_ms)
         elif marker.kind == REJECT and marker.token in self.pending:
             self.pending[marker.token] = replace(self.pending[marker.token], due_ms=0, dead=True)
 

@@ -163,6 +163,29 @@ def test_each_outcome_has_its_effect(queues: Queues) -> None:
         conn.close()
 
 
+def test_a_message_held_unsettled_past_its_visibility_timeout_is_not_delivered_again(
+    queues: Queues,
+) -> None:
+    """The link lives, the transfer is unsettled: its deadline is renewed (renew markers)."""
+    queue = queues.make()
+    queues.send_http(queue, ["held"])
+    one, two = queues.connect(), queues.connect()
+    try:
+        holder = one.create_receiver(f"queue/{queue}", credit=1)
+        assert text(receive(holder, 1)[0]) == "held"
+        other = two.create_receiver(f"queue/{queue}", credit=10)
+        with pytest.raises(Timeout):  # more than twice the visibility timeout
+            other.receive(timeout=2 * VISIBILITY_S + 1)
+        with pytest.raises(Timeout):
+            holder.receive(timeout=0.2)
+        holder.accept()
+        with pytest.raises(Timeout):
+            other.receive(timeout=1.5)
+    finally:
+        two.close()
+        one.close()
+
+
 KILLED = """
 import sys
 from proton.utils import BlockingConnection
