@@ -186,6 +186,23 @@ def test_a_message_held_unsettled_past_its_visibility_timeout_is_not_delivered_a
         one.close()
 
 
+def test_no_credit_nothing_handed_out(queues: Queues) -> None:
+    queue = queues.make()
+    queues.send_http(queue, ["c0"])
+    conn = queues.connect()
+    try:
+        receiver = conn.create_receiver(f"queue/{queue}", credit=0)
+        fetcher = receiver.fetcher
+        assert fetcher is not None
+        with pytest.raises(Timeout):  # no credit: nothing sent (a wait on nothing: fixed 2 s)
+            conn.wait(lambda: bool(fetcher.incoming), timeout=2)
+        msg = receiver.receive(timeout=15)  # one credit now
+        assert (text(msg), msg.delivery_count, msg.first_acquirer) == ("c0", 0, True)
+        receiver.accept()
+    finally:
+        conn.close()
+
+
 KILLED = """
 import sys
 from proton.utils import BlockingConnection

@@ -80,6 +80,29 @@ def test_http_publish_received_and_a_released_record_comes_again(queues: Queues)
         conn.close()
 
 
+def test_no_credit_no_record_and_a_member_gone_unsettled_leaves_it_to_the_group(
+    queues: Queues,  # noqa: F811
+) -> None:
+    topic = acme_topic(queues)
+    first = queues.connect()
+    receiver = first.create_receiver(f"topic/{topic}::paced", name="m1", credit=0)
+    reply = queues.http.request("POST", f"/events/{topic}", "p0", "text/plain")
+    assert reply.status == 200, reply.body
+    fetcher = receiver.fetcher
+    assert fetcher is not None
+    with pytest.raises(Timeout):  # no credit: nothing may arrive (a wait on nothing: fixed 2 s)
+        first.wait(lambda: bool(fetcher.incoming), timeout=2)
+    assert text(receiver.receive(timeout=15)) == "p0"  # one credit now
+    first.close()  # before accepting it: not committed
+    second = queues.connect()
+    try:
+        receiver = second.create_receiver(f"topic/{topic}::paced", name="m2", credit=5)
+        assert text(receive(receiver, 1)[0]) == "p0"
+        receiver.accept()
+    finally:
+        second.close()
+
+
 def test_other_tenants_and_unknown_topics_are_refused(queues: Queues) -> None:  # noqa: F811
     topic = acme_topic(queues)
     beta, conn = queues.connect("svc/beta-app"), queues.connect()
