@@ -38,7 +38,9 @@ from amqp.queue_model import (
     check_queue_settle_modes,
     parse_queue_address,
 )
+from api.errors import ApiError
 from api.plumbing.access import Access, topic_tenant
+from api.plumbing.kafka_admin import KafkaUnavailableError
 from api.queues import model as qm
 from api.queues.kafka import QueueConsumer, Received
 from api.queues.settings import QueueSettingsStore
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from amqp.service import Door
 
 log = logging.getLogger(__name__)
+_KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's lookups
 _FETCH_MAX = 100  # messages handed out per round (bounded by the links' credit)
 _WAIT_S = 0.5
 _RENEW_EVERY_S = 0.5
@@ -138,7 +141,13 @@ class QueueLinks:
     async def _attach(
         self, conn: ClientConnection, link: Link, found: QueueAddress | Refusal
     ) -> None:
-        refusal = found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
+        try:
+            refusal = (
+                found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
+            )
+        except _KAFKA_DOWN as exc:  # the topic lookup: refused, not left hanging
+            log.warning("%s: attach not decided: %s", link.name, exc)
+            refusal = Refusal(Cond.INTERNAL, f"Kafka does not answer, try again: {exc}"[:300])
         if conn.closed or link.state & Endpoint.REMOTE_CLOSED:
             return  # the client gave up on the attach meanwhile
         if refusal is not None:

@@ -28,7 +28,9 @@ from amqp.north_kafka import StreamFeed
 from amqp.north_model import Record, north_refusal
 from amqp.queue_model import PARTITION_KEY, SND_SETTLED
 from amqp.topic_model import TopicAddress, parse_topic_address, topic_group_id
+from api.errors import ApiError
 from api.plumbing.access import Access, topic_tenant
+from api.plumbing.kafka_admin import KafkaUnavailableError
 from bridge.topics import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from amqp.service import Door
 
 log = logging.getLogger(__name__)
+_KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's lookups
 READY_S = 15.0  # opened after this long even if Kafka assigned nothing yet
 
 
@@ -82,7 +85,13 @@ class TopicLinks:
     async def _attach(
         self, conn: ClientConnection, link: Link, found: TopicAddress | Refusal
     ) -> None:
-        refusal = found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
+        try:
+            refusal = (
+                found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
+            )
+        except _KAFKA_DOWN as exc:  # the topic lookup: refused, not left hanging
+            log.warning("%s: attach not decided: %s", link.name, exc)
+            refusal = Refusal(Cond.INTERNAL, f"Kafka does not answer, try again: {exc}"[:300])
         if conn.closed or link.state & Endpoint.REMOTE_CLOSED:
             return
         if refusal is not None:
