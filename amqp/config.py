@@ -72,6 +72,19 @@ class AmqpConfig:
     north_max_links: int = _setting(
         64, "Applications' telemetry/event links at once (each holds a Kafka consumer)."
     )
+    queue_markers_topic: str = _setting(
+        "iot.api.queue-markers",
+        "Queues (`queue/{q}`): iot-api's markers topic (the same as its queue_markers_topic).",
+    )
+    queue_settings_topic: str = _setting(
+        "iot.api.queue-settings", "Queues: iot-api's queue-settings topic (per-queue settings)."
+    )
+    queue_visibility_s: float = _setting(
+        30.0, "Queues: visibility timeout of a queue without its own (as iot-api's default)."
+    )
+    queue_max_deliveries: int = _setting(
+        5, "Queues: deliveries before the dead-letter topic, for a queue without its own."
+    )
     max_payload_bytes: int = _setting(
         65536, "Largest payload the bridge's validation takes (bigger: DLQ `oversized`)."
     )
@@ -154,6 +167,10 @@ class AmqpConfig:
             (bool(_TOPIC_RE.match(self.topic_command_status)), "topic_command_status: no topic"),
             (1 <= self.north_max_links <= 10000, "north_max_links must be 1-10000"),
             (bool(_TOPIC_RE.match(self.registry_topic)), "registry_topic is not a topic"),
+            (bool(_TOPIC_RE.match(self.queue_markers_topic)), "queue_markers_topic: no topic"),
+            (bool(_TOPIC_RE.match(self.queue_settings_topic)), "queue_settings_topic: no topic"),
+            (self.queue_visibility_s > 0, "queue_visibility_s must be > 0"),
+            (self.queue_max_deliveries >= 1, "queue_max_deliveries must be >= 1"),
             (self.max_payload_bytes >= 1, "max_payload_bytes must be >= 1"),
             (
                 self.max_message_bytes >= self.max_payload_bytes,

@@ -14,7 +14,17 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from proton import Condition, Connection, Endpoint, Event, Link, Session, SymbolList, symbol
+from proton import (
+    Condition,
+    Connection,
+    Delivery,
+    Endpoint,
+    Event,
+    Link,
+    Session,
+    SymbolList,
+    symbol,
+)
 
 from amqp import sasl
 from amqp.command_model import check_command_settle_modes, command_device
@@ -119,6 +129,9 @@ class ClientConnection:
             self.door.uploads.forget(self)
             self.door.commands.forget(self)
             self.door.north.forget(self)
+            self.door.queues.forget(self)
+            self.door.topics.forget(self)
+            self.door.senders.forget(self)
             self.door.stats.connections.dec()
             self.writer.close()
             try:  # bounded: a TLS peer may never answer the close_notify
@@ -188,22 +201,34 @@ class ClientConnection:
                 self._attach(event.link)
             elif kind == Event.DELIVERY and event.delivery is not None:
                 if event.delivery.link.is_sender:  # a device settled a command, or an app
-                    if not self.door.north.on_disposition(self, event.delivery):
-                        self.door.commands.on_disposition(self, event.delivery)
+                    self._settled(event.delivery)
                 else:
                     await self.door.uploads.on_delivery(self, event.delivery)
             elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
                 self.door.commands.on_flow(self, event.link)
                 self.door.north.on_flow(self, event.link)
+                self.door.queues.on_flow(self, event.link)
+                self.door.topics.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
                 self.door.commands.detached(self, event.link)
                 self.door.north.detached(self, event.link)
+                self.door.queues.detached(self, event.link)
+                self.door.topics.detached(self, event.link)
+                self.door.senders.detached(self, event.link)
             elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
                 _close(event.session)
             elif kind == Event.CONNECTION_REMOTE_CLOSE:
                 _close(self.engine.connection)
+
+    def _settled(self, dlv: Delivery) -> None:
+        """A client's outcome on a link it receives on: queue, topic, northbound or command."""
+        door = self.door
+        for owner in (door.queues, door.topics, door.north):
+            if owner.on_disposition(self, dlv):
+                return
+        door.commands.on_disposition(self, dlv)
 
     def _open_connection(self, conn: Connection) -> None:
         conn.container = "iot-amqp"
@@ -211,6 +236,10 @@ class ClientConnection:
         conn.open()
 
     def _attach(self, link: Link) -> None:
+        if self.door.queues.attach(self, link):  # queue/{q} (amqp.queue_links)
+            return
+        if self.door.topics.attach(self, link):  # topic/{name} (amqp.topic_links)
+            return
         if self.door.north.attach(self, link):  # an application's (amqp.northbound)
             return
         if link.is_receiver:  # the client sends on it

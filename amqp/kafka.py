@@ -50,3 +50,26 @@ class UploadProducer(PolledProducer):
             loop.call_soon(report, token, False, "the producer's local queue is full")
         except KafkaException as exc:
             loop.call_soon(report, token, False, str(exc))
+
+    async def publish(self, records: list[KafkaRecord]) -> str | None:
+        """Produce ``records`` and wait until Kafka answered for each: None when every one is
+        in Kafka, else the first error (queue markers and queue messages: acks=all)."""
+        loop = asyncio.get_running_loop()
+        left = len(records)
+        errors: list[str] = []
+        done: asyncio.Future[None] = loop.create_future()
+
+        def report(_token: int, ok: bool, error: str) -> None:
+            nonlocal left
+            left -= 1
+            if not ok:
+                errors.append(error)
+            if left == 0 and not done.done():
+                done.set_result(None)
+
+        if not records:
+            return None
+        for n, rec in enumerate(records):
+            self.send(rec, n, report)
+        await done
+        return errors[0] if errors else None

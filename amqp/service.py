@@ -22,7 +22,10 @@ from amqp.login import Logins
 from amqp.metrics import AmqpMetrics
 from amqp.model import Cond
 from amqp.northbound import Northbound
+from amqp.queue_links import QueueLinks
+from amqp.send_links import SendLinks
 from amqp.tls import PeerCert, peer_cert, revoked, server_context
+from amqp.topic_links import TopicLinks
 from amqp.uploads import Uploads
 from api.errors import ApiError
 from api.plumbing.auth import RegistryAuthenticator
@@ -54,6 +57,9 @@ class Door:
         self.uploads = Uploads(self)
         self.commands = Commands(self)
         self.north = Northbound(self)
+        self.senders = SendLinks(self)  # the client sends to a queue or topic
+        self.queues = QueueLinks(self)  # queue/{q}
+        self.topics = TopicLinks(self)  # topic/{name}[::{group}]
 
 
 class AmqpService:
@@ -78,6 +84,7 @@ class AmqpService:
         door.admin.start()
         door.uploads.start()
         door.commands.start()
+        door.queues.start()
         if door.logins.auth is not None:
             await door.logins.auth.start()
         self._stopped = asyncio.Event()
@@ -191,6 +198,8 @@ class AmqpService:
         door = self.door
         await door.commands.close()
         await door.north.close()
+        door.topics.close()
+        await door.queues.close()
         await asyncio.to_thread(door.producer.close, self.cfg.shutdown_timeout_s)
         door.admin.close()
         if door.logins.auth is not None:

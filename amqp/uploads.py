@@ -137,10 +137,13 @@ class Uploads:
         try:
             msg.decode(data)
         except Exception as exc:  # noqa: BLE001 - proton's codec errors have no common root
-            self._refuse(conn, link, dlv, Refusal(
+            self.refuse(conn, link, dlv, Refusal(
                 Cond.BAD_REQUEST, f"bad_message: undecodable message: {exc}"[:500],
                 {"code": "bad_message"},
             ))  # fmt: skip
+            return
+        if self.door.senders.takes(conn, link):  # to queue/{q} or topic/{t} (amqp.send_links)
+            self.door.senders.on_message(conn, link, dlv, msg)
             return
         if self.door.north.commands.takes(conn, link):  # an application's command/{tenant}
             self.door.north.commands.on_command(conn, link, dlv, msg)
@@ -154,7 +157,7 @@ class Uploads:
                 self.door.cfg.max_payload_bytes,
             )  # fmt: skip
             if isinstance(reply, Refusal):
-                self._refuse(conn, link, dlv, reply)
+                self.refuse(conn, link, dlv, reply)
             else:
                 self.door.commands.reply(conn, link, dlv, reply)
             return
@@ -164,7 +167,7 @@ class Uploads:
         payload = payload_of(msg.body)
         for refused in (found, device, payload):
             if isinstance(refused, Refusal):
-                self._refuse(conn, link, dlv, refused)
+                self.refuse(conn, link, dlv, refused)
                 return
         assert isinstance(found, UploadAddress)
         assert isinstance(device, DeviceRef)
@@ -196,7 +199,7 @@ class Uploads:
             max_payload_bytes=self.door.cfg.max_payload_bytes,
         )  # fmt: skip
 
-    def _refuse(self, conn: ClientConnection, link: Link, dlv: Delivery, refusal: Refusal) -> None:
+    def refuse(self, conn: ClientConnection, link: Link, dlv: Delivery, refusal: Refusal) -> None:
         """A client error found before Kafka: rejected with its condition (pre-settled: only
         counted), and the credit given back."""
         self.door.stats.messages.labels("unknown", str(refusal.condition)).inc()

@@ -1194,6 +1194,41 @@ def test_amqp_example_runs(
         assert proc.wait(30) == 0
 
 
+def test_amqp_queue_example_runs(stack: Any, transactions_ready: None) -> None:  # noqa: F811
+    """docs/amqp.md, "Queues and topics": the example as it stands against iot-api and iot-amqp
+    (on free ports, a registry and queue topics of the test's own), printing what it says."""
+    from tests.amqp.harness import running_amqp
+    from tests.api.harness import running_api
+
+    store = fresh_store(stack.kafka_bootstrap)
+    registry = Registry.open(store, local_admin("docs"), None, write=True)
+    app_secret = registry.create_account("app", [Role.API]).secret
+    assert app_secret is not None
+    suffix = uuid.uuid4().hex[:10]
+    shared = {
+        "kafka_bootstrap": stack.kafka_bootstrap, "registry_auth": True,
+        "registry_topic": store.topic, "queue_markers_topic": f"markers.{suffix}",
+        "queue_settings_topic": f"queue-settings.{suffix}",
+    }  # fmt: skip
+    code = _doc_block("docs/amqp.md", "python", 2).replace("orders", f"orders{suffix}")
+    try:
+        with running_api(**shared) as api, running_amqp(**shared) as amqp:
+            code = code.replace("localhost:3904", f"127.0.0.1:{api.port}")
+            code = code.replace("localhost:5672", f"127.0.0.1:{amqp.port}")
+            code = code.replace("<app-secret>", app_secret)
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == _doc_block("docs/amqp.md", "text", 3)
+    finally:
+        store.close()
+
+
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:

@@ -6,7 +6,10 @@ fate after a receive lives in one markers topic, keyed ``q/partition`` so that e
 one message lands in one marker partition, in order:
 
 - ``start``: handed out (token, visibility deadline, delivery count, the message itself);
-- ``ack`` / ``nack``: the receiver's answer for that token;
+- ``ack`` / ``nack``: the receiver's answer for that token (a ``nack`` may name when the
+  message is due again: AMQP's ``modified``, after the visibility timeout);
+- ``reject``: straight to the dead-letter topic at the owner's next tick (AMQP's ``rejected``);
+- ``renew``: a later deadline for a delivery still held (an AMQP transfer still unsettled);
 - ``done``: the owner of the marker partition redelivered it (a copy appended to ``q`` with its
   delivery count) or dead-lettered it;
 - ``tick``: the owner's clock, written to its own partition and acted on when read back, so
@@ -23,6 +26,7 @@ from typing import Any
 import orjson
 
 START, ACK, NACK, DONE, TICK = "start", "ack", "nack", "done", "tick"
+REJECT, RENEW = "reject", "renew"
 COUNT_HEADER = "iot-delivery-count"  # deliveries a copy already had (absent: none)
 
 
@@ -107,7 +111,11 @@ def start_marker(handle: Handle, max_deliveries: int, key: bytes | None, value: 
     return orjson.dumps(meta) + b"\n" + value  # the message travels with its start
 
 
-def answer_marker(kind: str, handle: Handle) -> bytes:
+def answer_marker(kind: str, handle: Handle, due_ms: int = 0) -> bytes:
+    """``ack``, ``nack`` (due again at ``due_ms``; 0: at once), ``reject`` or ``renew`` (its
+    new deadline ``due_ms``)."""
+    if due_ms:
+        return orjson.dumps({"k": kind, "t": handle.token, "d": due_ms})
     return orjson.dumps({"k": kind, "t": handle.token})
 
 
@@ -131,8 +139,8 @@ def decode_marker(raw: bytes) -> Marker | None:
                 int(meta["c"]), int(meta["m"]), None if key is None else base64.b64decode(key),
                 value,
             )  # fmt: skip
-        if kind in (ACK, NACK):
-            return Marker(kind, meta["t"])
+        if kind in (ACK, NACK, REJECT, RENEW):
+            return Marker(kind, meta["t"], deadline_ms=int(meta.get("d", 0)))
         if kind == DONE:
             return Marker(DONE, meta["t"], why=meta.get("why", ""))
         if kind == TICK:
@@ -149,7 +157,8 @@ def decode_marker(raw: bytes) -> Marker | None:
 class InFlight:
     marker_offset: int  # where its start is (the partition is re-read from the oldest)
     start: Marker
-    due_ms: int  # deadline, or 0 once nacked
+    due_ms: int  # deadline, or 0 once nacked (or the nack's own time)
+    dead: bool = False  # rejected: to the dead-letter topic whatever its count
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +194,14 @@ class MarkerTable:
         elif marker.kind in (ACK, DONE):
             self.pending.pop(marker.token, None)
         elif marker.kind == NACK and marker.token in self.pending:
-            self.pending[marker.token] = replace(self.pending[marker.token], due_ms=0)
+            found = self.pending[marker.token]
+            self.pending[marker.token] = replace(found, due_ms=marker.deadline_ms)
+        elif marker.kind == RENEW and marker.token in self.pending:
+            found = self.pending[marker.token]
+            if found.due_ms and not found.dead:  # a nack or reject already decided it
+                self.pending[marker.token] = replace(found, due_ms=marker.deadline_ms)
+        elif marker.kind == REJECT and marker.token in self.pending:
+            self.pending[marker.token] = replace(self.pending[marker.token], due_ms=0, dead=True)
 
     def anything_due(self, now_ms: int, grace_ms: int) -> bool:
         return any(f.due_ms + grace_ms <= now_ms for f in self.pending.values())
@@ -203,7 +219,7 @@ class MarkerTable:
                 f.start.key,
                 f.start.value,
                 f.start.count,
-                f.start.count >= f.start.max_deliveries,
+                f.dead or f.start.count >= f.start.max_deliveries,
             )
             for f in found
         ]

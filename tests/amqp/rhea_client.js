@@ -9,6 +9,10 @@
 //     attaches a receiver (link name NAME, credit 10, manual accept) on SOURCE; prints
 //     `attached`, then one JSON line {device_id, tenant_id, body} per message, accepting each;
 //     exits 0 after COUNT.
+//   node rhea_client.js queue PORT USER SECRET QUEUE COUNT
+//     receives COUNT messages from `queue/QUEUE` (unsettled, credit 10), accepts each, prints
+//     one JSON line {body, delivery_count}; then closes the connection and exits 0 once the
+//     server answered the close (so the accepts went out before it).
 //
 // With RHEA_CA (a PEM file) it connects over TLS trusting that CA; with RHEA_CERT and RHEA_KEY
 // too it shows that client certificate and logs in with SASL EXTERNAL (USER and SECRET `-`).
@@ -74,6 +78,24 @@ if (mode === "device") {
   container.on("connection_open", (ctx) => {
     ctx.connection.open_receiver({
       name, source: { address: source }, credit_window: 10, autoaccept: false,
+    });
+  });
+} else if (mode === "queue") {
+  const [queue, countText] = rest;
+  const count = Number(countText);
+  let received = 0;
+  container.on("message", (ctx) => {
+    const body = ctx.message.body;
+    const bytes = body && body.content ? body.content : body;
+    console.log(JSON.stringify({ body: String(bytes), delivery_count: ctx.message.delivery_count || 0 }));
+    ctx.delivery.accept();
+    received += 1;
+    if (received === count) ctx.connection.close();
+  });
+  container.on("connection_close", () => process.exit(0));
+  container.on("connection_open", (ctx) => {
+    ctx.connection.open_receiver({
+      source: { address: `queue/${queue}` }, credit_window: 10, autoaccept: false,
     });
   });
 } else {

@@ -280,8 +280,11 @@ def test_wrong_settle_mode_and_receiving_are_refused_at_attach(door: Door) -> No
         with pytest.raises(LinkDetached) as northbound:  # applications': test_northbound
             conn.create_receiver("telemetry/default")
         assert northbound.value.condition == "amqp:unauthorized-access"
-        with pytest.raises(LinkDetached) as unknown:
+        with pytest.raises(LinkDetached) as queue:  # queues are applications': test_queue_links
             conn.create_sender("queue/jobs")
+        assert queue.value.condition == "amqp:unauthorized-access"
+        with pytest.raises(LinkDetached) as unknown:
+            conn.create_sender("jobs/default")
         assert unknown.value.condition == "amqp:not-found"
     finally:
         conn.close()

@@ -68,6 +68,34 @@ def test_nack_is_due_at_once_and_the_maximum_goes_to_the_dead_letters() -> None:
     assert [r.token for r in table.due(1000, 200)] == ["b"]
 
 
+def test_reject_goes_to_the_dead_letters_at_once_and_a_nack_may_name_its_time() -> None:
+    """AMQP's rejected (``reject``) and modified (a ``nack`` due later), amqp.queue_links."""
+    table = _table_with(_handle("a", 50_000, count=1), _handle("b", 50_000, count=1))
+    reject = qm.decode_marker(qm.answer_marker(qm.REJECT, _handle("a")))
+    later = qm.decode_marker(qm.answer_marker(qm.NACK, _handle("b"), 7_000))
+    assert reject == qm.Marker(qm.REJECT, "a")
+    assert later == qm.Marker(qm.NACK, "b", deadline_ms=7_000)
+    table.apply(2, reject)
+    table.apply(3, later)
+    table.apply(4, qm.Marker(qm.REJECT, "unknown"))  # settled already: nothing
+    assert [(r.token, r.dead, r.topic) for r in table.due(1000, 200)] == [
+        ("a", True, "orders.dlq"),  # one delivery of 3 allowed, yet dead-lettered
+    ]
+    assert [r.token for r in table.due(7_200, 200)] == ["a", "b"]
+    assert not table.due(7_200, 200)[1].dead
+
+
+def test_renew_moves_a_deadline_unless_answered() -> None:
+    table = _table_with(_handle("a", 1000), _handle("b", 1000))
+    renew = qm.decode_marker(qm.answer_marker(qm.RENEW, _handle("a"), 9_000))
+    assert renew == qm.Marker(qm.RENEW, "a", deadline_ms=9_000)
+    table.apply(2, renew)
+    table.apply(3, qm.Marker(qm.NACK, "b"))
+    table.apply(4, qm.Marker(qm.RENEW, "b", deadline_ms=9_000))  # after its nack: no effect
+    assert [r.token for r in table.due(5_000, 200)] == ["b"]
+    assert [r.token for r in table.due(9_200, 200)] == ["a", "b"]
+
+
 def test_request_parameters() -> None:
     assert qm.visibility_ms(None, 30.0, 60.0) == 30_000
     assert qm.visibility_ms("1.5", 30.0, 60.0) == 1500

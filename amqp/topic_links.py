@@ -1,0 +1,238 @@
+"""MR topics as AMQP addresses (service): ``topic/{name}[::{group}]`` (amqp.topic_model).
+
+- Receiver link (the client receives): a member of the link's consumer group
+  (amqp.topic_model.topic_group_id) through amqp.north_kafka.StreamFeed, as a northbound
+  telemetry link: opened once the member holds its partitions (a group's first member starts
+  at the topic's end), records sent only while the link has credit (the consumer paused at
+  0). Unsettled: ``accepted`` or ``rejected`` -> committed past; ``released`` or ``modified``
+  -> sent again on this link before newer records. Pre-settled: at most once. A link or
+  connection gone: what it left unsettled is not committed (the group's next member gets it).
+- Sender link (the client sends): published to the topic, ``accepted`` once Kafka acknowledged
+  it (amqp.send_links, the same path as a queue's).
+- Attach: iot-api's access rule on the topic, then the topic must exist (``amqp:not-found``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proton import Delivery, Endpoint, Link, Message, symbol
+
+from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
+from amqp.north_kafka import StreamFeed
+from amqp.north_model import Record, north_refusal
+from amqp.queue_model import PARTITION_KEY, SND_SETTLED
+from amqp.topic_model import TopicAddress, parse_topic_address, topic_group_id
+from api.errors import ApiError
+from api.plumbing.access import Access, topic_tenant
+from api.plumbing.kafka_admin import KafkaUnavailableError
+from bridge.topics import DEFAULT_TENANT
+
+if TYPE_CHECKING:
+    from amqp.connection import ClientConnection
+    from amqp.service import Door
+
+log = logging.getLogger(__name__)
+_KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's lookups
+READY_S = 15.0  # opened after this long even if Kafka assigned nothing yet
+
+
+@dataclass(eq=False, slots=True)
+class TopicReceiver:
+    conn: ClientConnection
+    link: Link
+    presettled: bool
+    feed: StreamFeed | None = None
+    queue: deque[Record] = field(default_factory=deque)
+    unsettled: dict[bytes, Record] = field(default_factory=dict)
+    asked: int = 0
+    opened: bool = False
+    active: bool = True
+
+
+def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
+    return (id(conn), link.name)
+
+
+class TopicLinks:
+    def __init__(self, door: Door) -> None:
+        self.door = door
+        self._links: dict[tuple[int, str], TopicReceiver] = {}
+        self._tags = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def close(self) -> None:
+        for tr in list(self._links.values()):
+            self._end(tr)
+
+    # --- attach -----------------------------------------------------------------------------
+
+    def attach(self, conn: ClientConnection, link: Link) -> bool:
+        address = link.remote_source.address if link.is_sender else link.remote_target.address
+        found = parse_topic_address(address)
+        if found is None:
+            return False
+        task = asyncio.get_running_loop().create_task(self._attach(conn, link, found))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _attach(
+        self, conn: ClientConnection, link: Link, found: TopicAddress | Refusal
+    ) -> None:
+        try:
+            refusal = (
+                found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
+            )
+        except _KAFKA_DOWN as exc:  # the topic lookup: refused, not left hanging
+            log.warning("%s: attach not decided: %s", link.name, exc)
+            refusal = Refusal(Cond.INTERNAL, f"Kafka does not answer, try again: {exc}"[:300])
+        if conn.closed or link.state & Endpoint.REMOTE_CLOSED:
+            return
+        if refusal is not None:
+            conn.refuse(link, refusal)
+            conn.flush_soon()
+            return
+        assert isinstance(found, TopicAddress)
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = RCV_SETTLE_FIRST
+        if link.is_receiver:  # the client sends
+            self.door.senders.open_sender(conn, link, found.topic)
+            conn.flush_soon()
+            return
+        tr = TopicReceiver(conn, link, int(link.remote_snd_settle_mode) == SND_SETTLED)
+        tr.feed = StreamFeed(
+            self.door.cfg.kafka_bootstrap, found.topic, topic_group_id(found, link.name),
+            on_records=lambda batch: self._records(tr, batch), on_ready=lambda: self._ready(tr),
+        )  # fmt: skip
+        self._links[_key(conn, link)] = tr
+        tr.feed.start()
+        asyncio.get_running_loop().call_later(READY_S, self._ready, tr)
+
+    async def _refusal(
+        self, conn: ClientConnection, link: Link, found: TopicAddress
+    ) -> Refusal | None:
+        if int(link.remote_rcv_settle_mode) != RCV_SETTLE_FIRST:
+            return Refusal(Cond.NOT_IMPLEMENTED, "rcv-settle-mode second is not supported")
+        if len(self._links) >= self.door.cfg.north_max_links and link.is_sender:
+            return Refusal(Cond.RESOURCE_LIMIT, f"over {self.door.cfg.north_max_links} readers")
+        auth = self.door.logins.auth
+        tenants = None if auth is None else auth.tenants()
+        refusal = north_refusal(
+            conn.login.principal, conn.login.caller,
+            tenant=DEFAULT_TENANT if tenants is None else topic_tenant(found.topic, tenants),
+            topic=found.topic, access=Access.READ if link.is_sender else Access.WRITE,
+            acl=None if auth is None else auth.acl(found.topic), tenants=tenants,
+        )  # fmt: skip
+        if refusal is not None:
+            return refusal
+        if found.topic not in await self.door.admin.topics():
+            return Refusal(Cond.NOT_FOUND, f"no topic {found.topic}")
+        return None
+
+    # --- records to the client --------------------------------------------------------------
+
+    def _ready(self, tr: TopicReceiver) -> None:
+        if tr.opened or not tr.active or tr.conn.closed:
+            return
+        tr.opened = True
+        tr.link.open()
+        self._pump(tr)
+
+    def _records(self, tr: TopicReceiver, batch: list[Record]) -> None:
+        tr.asked -= len(batch)
+        if tr.active:
+            tr.queue.extend(batch)
+            self._pump(tr)
+
+    def _pump(self, tr: TopicReceiver) -> None:
+        """Send what credit allows; ask Kafka for as much as the credit left."""
+        link = tr.link
+        if not tr.opened or not tr.active or not link.state & Endpoint.LOCAL_ACTIVE:
+            return
+        while link.credit > 0 and tr.queue:
+            self._send(tr, tr.queue.popleft())
+        if link.drain_mode and not tr.queue:
+            link.drained()
+        want = min(link.credit, self.door.cfg.link_credit) - len(tr.queue) - tr.asked
+        if want > 0 and tr.feed is not None:
+            tr.feed.grant(want)
+            tr.asked += want
+        tr.conn.flush_soon()
+
+    def _send(self, tr: TopicReceiver, rec: Record) -> None:
+        props: dict[str, Any] = {}
+        if rec.key is not None:
+            props[PARTITION_KEY] = rec.key.decode("utf-8", "replace")
+        msg = Message(body=rec.value, creation_time=rec.timestamp_ms / 1000, inferred=True)
+        msg.properties = props  # type: ignore[assignment]  # proton types it None
+        msg.annotations = {
+            symbol("x-opt-kafka-partition"): rec.partition,
+            symbol("x-opt-kafka-offset"): rec.offset,
+        }
+        tag = str(next(self._tags))
+        dlv = tr.link.delivery(tag)
+        tr.link.send(msg.encode())
+        tr.link.advance()
+        if tr.presettled:
+            dlv.settle()
+            assert tr.feed is not None
+            tr.feed.settled(rec)
+        else:
+            tr.unsettled[tag.encode()] = rec
+
+    def on_flow(self, conn: ClientConnection, link: Link) -> None:
+        tr = self._links.get(_key(conn, link))
+        if tr is not None:
+            self._pump(tr)
+
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
+        tr = self._links.get(_key(conn, dlv.link))
+        if tr is None:
+            return False
+        if not (dlv.settled or dlv.remote_state):
+            return True
+        tag = dlv.tag
+        rec = tr.unsettled.pop(tag.encode() if isinstance(tag, str) else bytes(tag), None)
+        state = dlv.remote_state
+        dlv.settle()
+        if rec is not None and tr.feed is not None:
+            if state in (Delivery.RELEASED, Delivery.MODIFIED):
+                tr.queue.appendleft(rec)  # sent again, before anything newer
+            else:
+                tr.feed.settled(rec)
+        self._pump(tr)
+        return True
+
+    # --- gone -------------------------------------------------------------------------------
+
+    def detached(self, conn: ClientConnection, link: Link) -> None:
+        tr = self._links.get(_key(conn, link))
+        if tr is not None:
+            if not tr.opened:  # answer the detach of a link never opened here
+                tr.opened = True
+                link.open()
+                link.close()
+            self._end(tr)
+
+    def forget(self, conn: ClientConnection) -> None:
+        for tr in [t for t in self._links.values() if t.conn is conn]:
+            self._end(tr)
+
+    def _end(self, tr: TopicReceiver) -> None:
+        """Unsettled records are not committed: the group's next member sends them again."""
+        if not tr.active:
+            return
+        tr.active = False
+        self._links.pop(_key(tr.conn, tr.link), None)
+        if tr.feed is not None:
+            tr.feed.close()
+        tr.queue.clear()
+        tr.unsettled.clear()
