@@ -108,10 +108,8 @@ class KafkaView:
 
     def _meta(self) -> Any:
         try:
-            # any node may answer: a silent one is left for a fresh client (issue 33)
-            return self.admin.call(
-                lambda a: a.list_topics(timeout=self.timeout_s), fresh_retry=True
-            )
+            wait = self.timeout_s  # any node may answer: a silent one is left (issue 33)
+            return self.admin.call(lambda a: a.list_topics(timeout=wait), fresh_retry=True)
         except KafkaException as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc}") from exc
 
