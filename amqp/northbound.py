@@ -15,13 +15,11 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proton import Delivery, Endpoint, Link, Message, symbol
+from proton import Delivery, Link, Message, symbol
 
 from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
 from amqp.north_commands import AppCommands
@@ -37,6 +35,7 @@ from amqp.north_model import (
     parse_target,
     stream_properties,
 )
+from amqp.paced_link import PacedLink
 from api.errors import ApiError
 from api.plumbing.access import Access
 from bridge.mapping import Topics, tenant_topics
@@ -53,25 +52,27 @@ SND_SETTLED = 1
 
 @dataclass(eq=False, slots=True)
 class StreamLink:
-    conn: ClientConnection
-    link: Link
     source: StreamSource
-    presettled: bool
-    feed: StreamFeed | None = None
-    queue: deque[Record] = field(default_factory=deque)
-    unsettled: dict[bytes, Record] = field(default_factory=dict)
-    asked: int = 0
-    opened: bool = False
-    active: bool = True
+    paced: PacedLink
 
 
 def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
     return (id(conn), link.name)
 
 
-def _tag(dlv: Delivery) -> bytes:
-    tag = dlv.tag
-    return tag.encode() if isinstance(tag, str) else bytes(tag)
+def _message(source: StreamSource, rec: Record) -> Message:
+    return Message(
+        body=rec.value,
+        content_type="application/json",
+        creation_time=rec.timestamp_ms / 1000,
+        properties=stream_properties(rec, source.tenant),
+        annotations={
+            symbol("x-opt-kafka-partition"): rec.partition,
+            symbol("x-opt-kafka-offset"): rec.offset,
+        },
+        durable=source.channel is Channel.EVENTS,
+        inferred=True,
+    )
 
 
 class Northbound:
@@ -82,7 +83,6 @@ class Northbound:
             telemetry=cfg.topic_telemetry, events=cfg.topic_events, dlq=cfg.topic_dlq
         )
         self._streams: dict[tuple[int, str], StreamLink] = {}
-        self._tags = itertools.count(1)
         self.commands = AppCommands(door)  # command/{tenant}, command_response/{tenant}/{id}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -151,11 +151,16 @@ class Northbound:
     def _open_stream(self, conn: ClientConnection, link: Link, source: StreamSource) -> None:
         own = tenant_topics(self.topics, source.tenant)
         topic = own.telemetry if source.channel is Channel.TELEMETRY else own.events
-        sl = StreamLink(conn, link, source, int(link.remote_snd_settle_mode) == SND_SETTLED)
-        sl.feed = StreamFeed(
-            self.door.cfg.kafka_bootstrap, topic, group_id(source, link.name),
-            on_records=lambda batch: self._records(sl, batch), on_ready=lambda: self._ready(sl),
+        sent = self.door.stats.north_messages.labels(source.channel.value, "sent")
+        paced = PacedLink(
+            conn, link, int(link.remote_snd_settle_mode) == SND_SETTLED,
+            lambda rec: _message(source, rec), self.door.cfg.link_credit, sent.inc,
         )  # fmt: skip
+        paced.feed = StreamFeed(
+            self.door.cfg.kafka_bootstrap, topic, group_id(source, link.name),
+            on_records=paced.take, on_ready=paced.ready,
+        )  # fmt: skip
+        sl = StreamLink(source, paced)
         self._streams[_key(conn, link)] = sl
         self.door.stats.north_links.inc()
         task = asyncio.get_running_loop().create_task(self._start(sl))
@@ -169,67 +174,15 @@ class Northbound:
             await self.door.uploads.tenant_ready(sl.source.tenant)
         except ApiError as exc:
             log.warning("topics of tenant %s not made: %s", sl.source.tenant, exc)
-        if sl.active and sl.feed is not None:
-            sl.feed.start()
-            asyncio.get_running_loop().call_later(READY_S, self._ready, sl)
-
-    def _ready(self, sl: StreamLink) -> None:
-        if sl.opened or not sl.active or sl.conn.closed:
-            return
-        sl.opened = True
-        sl.link.open()
-        self._pump(sl)
-
-    def _records(self, sl: StreamLink, batch: list[Record]) -> None:
-        sl.asked -= len(batch)
-        if sl.active:
-            sl.queue.extend(batch)
-            self._pump(sl)
-
-    def _pump(self, sl: StreamLink) -> None:
-        """Send what credit allows; ask Kafka for as much as the credit left."""
-        link = sl.link
-        if not sl.opened or not sl.active or not link.state & Endpoint.LOCAL_ACTIVE:
-            return
-        while link.credit > 0 and sl.queue:
-            self._send(sl, sl.queue.popleft())
-        if link.drain_mode and not sl.queue:
-            link.drained()
-        want = min(link.credit, self.door.cfg.link_credit) - len(sl.queue) - sl.asked
-        if want > 0 and sl.feed is not None:
-            sl.feed.grant(want)
-            sl.asked += want
-        sl.conn.flush_soon()
-
-    def _send(self, sl: StreamLink, rec: Record) -> None:
-        msg = Message(
-            body=rec.value,
-            content_type="application/json",
-            creation_time=rec.timestamp_ms / 1000,
-            properties=stream_properties(rec, sl.source.tenant),
-            annotations={
-                symbol("x-opt-kafka-partition"): rec.partition,
-                symbol("x-opt-kafka-offset"): rec.offset,
-            },
-            durable=sl.source.channel is Channel.EVENTS,
-            inferred=True,
-        )
-        tag = str(next(self._tags))
-        dlv = sl.link.delivery(tag)
-        sl.link.send(msg.encode())
-        sl.link.advance()
-        self.door.stats.north_messages.labels(sl.source.channel.value, "sent").inc()
-        if sl.presettled:
-            dlv.settle()
-            assert sl.feed is not None
-            sl.feed.settled(rec)
-        else:
-            sl.unsettled[tag.encode()] = rec
+        paced = sl.paced
+        if paced.active and paced.feed is not None:
+            paced.feed.start()
+            asyncio.get_running_loop().call_later(READY_S, paced.ready)
 
     def on_flow(self, conn: ClientConnection, link: Link) -> None:
         key = _key(conn, link)
         if key in self._streams:
-            self._pump(self._streams[key])
+            self._streams[key].paced.pump()
         else:
             self.commands.on_flow(conn, link)
 
@@ -240,21 +193,13 @@ class Northbound:
         sl = self._streams.get(_key(conn, dlv.link))
         if sl is None:
             return False
-        if not (dlv.settled or dlv.remote_state):
-            return True
-        rec = sl.unsettled.pop(_tag(dlv), None)
-        state = dlv.remote_state
-        dlv.settle()
-        if rec is not None and sl.feed is not None:
-            label = sl.source.channel.value
+        state = sl.paced.settle(dlv)
+        if state is not None:
             if state in (Delivery.RELEASED, Delivery.MODIFIED):
-                sl.queue.appendleft(rec)  # sent again, before anything newer
-                self.door.stats.north_messages.labels(label, "released").inc()
+                outcome = "released"
             else:
-                sl.feed.settled(rec)
                 outcome = "rejected" if state == Delivery.REJECTED else "accepted"
-                self.door.stats.north_messages.labels(label, outcome).inc()
-        self._pump(sl)
+            self.door.stats.north_messages.labels(sl.source.channel.value, outcome).inc()
         return True
 
     def detached(self, conn: ClientConnection, link: Link) -> None:
@@ -262,25 +207,16 @@ class Northbound:
         self.commands.detached(conn, link)
         sl = self._streams.get(key)
         if sl is not None:
-            if not sl.opened:  # answer the detach of a link never opened here
-                sl.opened = True
-                link.open()
-                link.close()
+            sl.paced.detached()
             self._end(sl)
 
     def forget(self, conn: ClientConnection) -> None:
-        for sl in [s for s in self._streams.values() if s.conn is conn]:
+        for sl in [s for s in self._streams.values() if s.paced.conn is conn]:
             self._end(sl)
         self.commands.forget(conn)
 
     def _end(self, sl: StreamLink) -> None:
         """Unsettled records are not committed: the group's next member sends them again."""
-        if not sl.active:
-            return
-        sl.active = False
-        self._streams.pop(_key(sl.conn, sl.link), None)
-        if sl.feed is not None:
-            sl.feed.close()
-        sl.queue.clear()
-        sl.unsettled.clear()
-        self.door.stats.north_links.dec()
+        if self._streams.pop(_key(sl.paced.conn, sl.paced.link), None) is not None:
+            sl.paced.end()
+            self.door.stats.north_links.dec()

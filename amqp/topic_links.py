@@ -15,10 +15,7 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Endpoint, Link, Message, symbol
@@ -26,6 +23,7 @@ from proton import Delivery, Endpoint, Link, Message, symbol
 from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
 from amqp.north_kafka import StreamFeed
 from amqp.north_model import Record, north_refusal
+from amqp.paced_link import PacedLink
 from amqp.queue_model import PARTITION_KEY, SND_SETTLED
 from amqp.topic_model import TopicAddress, parse_topic_address, topic_group_id
 from api.errors import ApiError
@@ -42,28 +40,27 @@ _KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's loo
 READY_S = 15.0  # opened after this long even if Kafka assigned nothing yet
 
 
-@dataclass(eq=False, slots=True)
-class TopicReceiver:
-    conn: ClientConnection
-    link: Link
-    presettled: bool
-    feed: StreamFeed | None = None
-    queue: deque[Record] = field(default_factory=deque)
-    unsettled: dict[bytes, Record] = field(default_factory=dict)
-    asked: int = 0
-    opened: bool = False
-    active: bool = True
-
-
 def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
     return (id(conn), link.name)
+
+
+def _message(rec: Record) -> Message:
+    props: dict[str, Any] = {}
+    if rec.key is not None:
+        props[PARTITION_KEY] = rec.key.decode("utf-8", "replace")
+    msg = Message(body=rec.value, creation_time=rec.timestamp_ms / 1000, inferred=True)
+    msg.properties = props  # type: ignore[assignment]  # proton types it None
+    msg.annotations = {
+        symbol("x-opt-kafka-partition"): rec.partition,
+        symbol("x-opt-kafka-offset"): rec.offset,
+    }
+    return msg
 
 
 class TopicLinks:
     def __init__(self, door: Door) -> None:
         self.door = door
-        self._links: dict[tuple[int, str], TopicReceiver] = {}
-        self._tags = itertools.count(1)
+        self._links: dict[tuple[int, str], PacedLink] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def close(self) -> None:
@@ -107,14 +104,15 @@ class TopicLinks:
             self.door.senders.open_sender(conn, link, found.topic)
             conn.flush_soon()
             return
-        tr = TopicReceiver(conn, link, int(link.remote_snd_settle_mode) == SND_SETTLED)
+        presettled = int(link.remote_snd_settle_mode) == SND_SETTLED
+        tr = PacedLink(conn, link, presettled, _message, self.door.cfg.link_credit)
         tr.feed = StreamFeed(
             self.door.cfg.kafka_bootstrap, found.topic, topic_group_id(found, link.name),
-            on_records=lambda batch: self._records(tr, batch), on_ready=lambda: self._ready(tr),
+            on_records=tr.take, on_ready=tr.ready,
         )  # fmt: skip
         self._links[_key(conn, link)] = tr
         tr.feed.start()
-        asyncio.get_running_loop().call_later(READY_S, self._ready, tr)
+        asyncio.get_running_loop().call_later(READY_S, tr.ready)
 
     async def _refusal(
         self, conn: ClientConnection, link: Link, found: TopicAddress
@@ -137,78 +135,16 @@ class TopicLinks:
             return Refusal(Cond.NOT_FOUND, f"no topic {found.topic}")
         return None
 
-    # --- records to the client --------------------------------------------------------------
-
-    def _ready(self, tr: TopicReceiver) -> None:
-        if tr.opened or not tr.active or tr.conn.closed:
-            return
-        tr.opened = True
-        tr.link.open()
-        self._pump(tr)
-
-    def _records(self, tr: TopicReceiver, batch: list[Record]) -> None:
-        tr.asked -= len(batch)
-        if tr.active:
-            tr.queue.extend(batch)
-            self._pump(tr)
-
-    def _pump(self, tr: TopicReceiver) -> None:
-        """Send what credit allows; ask Kafka for as much as the credit left."""
-        link = tr.link
-        if not tr.opened or not tr.active or not link.state & Endpoint.LOCAL_ACTIVE:
-            return
-        while link.credit > 0 and tr.queue:
-            self._send(tr, tr.queue.popleft())
-        if link.drain_mode and not tr.queue:
-            link.drained()
-        want = min(link.credit, self.door.cfg.link_credit) - len(tr.queue) - tr.asked
-        if want > 0 and tr.feed is not None:
-            tr.feed.grant(want)
-            tr.asked += want
-        tr.conn.flush_soon()
-
-    def _send(self, tr: TopicReceiver, rec: Record) -> None:
-        props: dict[str, Any] = {}
-        if rec.key is not None:
-            props[PARTITION_KEY] = rec.key.decode("utf-8", "replace")
-        msg = Message(body=rec.value, creation_time=rec.timestamp_ms / 1000, inferred=True)
-        msg.properties = props  # type: ignore[assignment]  # proton types it None
-        msg.annotations = {
-            symbol("x-opt-kafka-partition"): rec.partition,
-            symbol("x-opt-kafka-offset"): rec.offset,
-        }
-        tag = str(next(self._tags))
-        dlv = tr.link.delivery(tag)
-        tr.link.send(msg.encode())
-        tr.link.advance()
-        if tr.presettled:
-            dlv.settle()
-            assert tr.feed is not None
-            tr.feed.settled(rec)
-        else:
-            tr.unsettled[tag.encode()] = rec
-
     def on_flow(self, conn: ClientConnection, link: Link) -> None:
         tr = self._links.get(_key(conn, link))
         if tr is not None:
-            self._pump(tr)
+            tr.pump()
 
     def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
         tr = self._links.get(_key(conn, dlv.link))
         if tr is None:
             return False
-        if not (dlv.settled or dlv.remote_state):
-            return True
-        tag = dlv.tag
-        rec = tr.unsettled.pop(tag.encode() if isinstance(tag, str) else bytes(tag), None)
-        state = dlv.remote_state
-        dlv.settle()
-        if rec is not None and tr.feed is not None:
-            if state in (Delivery.RELEASED, Delivery.MODIFIED):
-                tr.queue.appendleft(rec)  # sent again, before anything newer
-            else:
-                tr.feed.settled(rec)
-        self._pump(tr)
+        tr.settle(dlv)
         return True
 
     # --- gone -------------------------------------------------------------------------------
@@ -216,23 +152,14 @@ class TopicLinks:
     def detached(self, conn: ClientConnection, link: Link) -> None:
         tr = self._links.get(_key(conn, link))
         if tr is not None:
-            if not tr.opened:  # answer the detach of a link never opened here
-                tr.opened = True
-                link.open()
-                link.close()
+            tr.detached()
             self._end(tr)
 
     def forget(self, conn: ClientConnection) -> None:
         for tr in [t for t in self._links.values() if t.conn is conn]:
             self._end(tr)
 
-    def _end(self, tr: TopicReceiver) -> None:
+    def _end(self, tr: PacedLink) -> None:
         """Unsettled records are not committed: the group's next member sends them again."""
-        if not tr.active:
-            return
-        tr.active = False
         self._links.pop(_key(tr.conn, tr.link), None)
-        if tr.feed is not None:
-            tr.feed.close()
-        tr.queue.clear()
-        tr.unsettled.clear()
+        tr.end()
