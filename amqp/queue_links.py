@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Endpoint, Link, Message, symbol
 
-from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
+from amqp.late_attach import accepted
+from amqp.model import Cond, Refusal
 from amqp.north_model import north_refusal
 from amqp.queue_model import (
     PARTITION_KEY,
@@ -38,9 +39,7 @@ from amqp.queue_model import (
     check_queue_settle_modes,
     parse_queue_address,
 )
-from api.errors import ApiError
 from api.plumbing.access import Access, topic_tenant
-from api.plumbing.kafka_admin import KafkaUnavailableError
 from api.queues import model as qm
 from api.queues.kafka import QueueConsumer, Received
 from api.queues.settings import QueueSettingsStore
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
     from amqp.service import Door
 
 log = logging.getLogger(__name__)
-_KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's lookups
 _FETCH_MAX = 100  # messages handed out per round (bounded by the links' credit)
 _WAIT_S = 0.5
 _RENEW_EVERY_S = 0.5
@@ -141,24 +139,10 @@ class QueueLinks:
     async def _attach(
         self, conn: ClientConnection, link: Link, found: QueueAddress | Refusal
     ) -> None:
-        try:
-            refusal = (
-                found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
-            )
-        except _KAFKA_DOWN as exc:  # the topic lookup: refused, not left hanging
-            log.warning("%s: attach not decided: %s", link.name, exc)
-            refusal = Refusal(Cond.INTERNAL, f"Kafka does not answer, try again: {exc}"[:300])
-        if conn.closed or link.state & Endpoint.REMOTE_CLOSED:
-            return  # the client gave up on the attach meanwhile
-        if refusal is not None:
-            conn.refuse(link, refusal)
-            conn.flush_soon()
+        decision = found if isinstance(found, Refusal) else self._refusal(conn, link, found)
+        if not await accepted(conn, link, decision):
             return
         assert isinstance(found, QueueAddress)
-        link.source.copy(link.remote_source)
-        link.target.copy(link.remote_target)
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = RCV_SETTLE_FIRST
         if link.is_receiver:  # the client sends
             self.door.senders.open_sender(conn, link, found.queue)
         else:

@@ -18,17 +18,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from proton import Delivery, Endpoint, Link, Message, symbol
+from proton import Delivery, Link, Message, symbol
 
+from amqp.late_attach import accepted
 from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
 from amqp.north_kafka import StreamFeed
 from amqp.north_model import Record, north_refusal
 from amqp.paced_link import PacedLink
 from amqp.queue_model import PARTITION_KEY, SND_SETTLED
 from amqp.topic_model import TopicAddress, parse_topic_address, topic_group_id
-from api.errors import ApiError
 from api.plumbing.access import Access, topic_tenant
-from api.plumbing.kafka_admin import KafkaUnavailableError
 from bridge.topics import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from amqp.service import Door
 
 log = logging.getLogger(__name__)
-_KAFKA_DOWN = (KafkaUnavailableError, ApiError, TimeoutError)  # the admin's lookups
 READY_S = 15.0  # opened after this long even if Kafka assigned nothing yet
 
 
@@ -82,24 +80,10 @@ class TopicLinks:
     async def _attach(
         self, conn: ClientConnection, link: Link, found: TopicAddress | Refusal
     ) -> None:
-        try:
-            refusal = (
-                found if isinstance(found, Refusal) else await self._refusal(conn, link, found)
-            )
-        except _KAFKA_DOWN as exc:  # the topic lookup: refused, not left hanging
-            log.warning("%s: attach not decided: %s", link.name, exc)
-            refusal = Refusal(Cond.INTERNAL, f"Kafka does not answer, try again: {exc}"[:300])
-        if conn.closed or link.state & Endpoint.REMOTE_CLOSED:
-            return
-        if refusal is not None:
-            conn.refuse(link, refusal)
-            conn.flush_soon()
+        decision = found if isinstance(found, Refusal) else self._refusal(conn, link, found)
+        if not await accepted(conn, link, decision):
             return
         assert isinstance(found, TopicAddress)
-        link.source.copy(link.remote_source)
-        link.target.copy(link.remote_target)
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = RCV_SETTLE_FIRST
         if link.is_receiver:  # the client sends
             self.door.senders.open_sender(conn, link, found.topic)
             conn.flush_soon()
