@@ -1,13 +1,16 @@
-"""Delta writes of the job: appends once per transaction, and the tables' upkeep."""
+"""Delta writes of the job: appends once per transaction, and the tables' upkeep (row
+retention, compaction, VACUUM)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from spark_jobs.delta_writes import Upkeep, append_batch
+from spark_jobs.retention import Retention
 
 
 def test_upkeep_is_due_every_interval_from_the_job_start_and_never_at_0() -> None:
@@ -70,3 +73,26 @@ def test_append_once_then_optimize_and_vacuum_keep_rows_cut_files_and_time_trave
     assert _total(spark, table) == (8, 2 * sum(range(4)))
     with pytest.raises(Exception, match=r"(?i)not.*found|does not exist|FileNotFound"):
         _total(spark, table, versionAsOf="1")  # its files are gone now
+
+
+@pytest.mark.spark
+def test_upkeep_deletes_rows_past_each_tenants_retention_and_keeps_the_rest(
+    spark: Any, tmp_path: Path
+) -> None:
+    table = tmp_path / "rejects"
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)  # Spark's session zone is UTC
+    ages = (0.5, 10, 60)  # days
+    rows = [
+        (f"{tenant}-{age}", now - dt.timedelta(days=age), tenant)
+        for tenant in ("default", "acme", "globex")
+        for age in ages
+    ]
+    df = spark.createDataFrame(rows, "device_id string, kafka_timestamp timestamp, tenant string")
+    append_batch(df, table, "app-r", 0)
+    # default 30 days; acme 1 day; globex forever
+    rows_kept = Retention.parse(["rejects=30"], ["acme:rejects=1", "globex:rejects=0"])
+    Upkeep(1, 168, rows=rows_kept).run(spark, table)
+    kept = spark.read.format("delta").load(str(table)).select("device_id").collect()
+    assert sorted(r["device_id"] for r in kept) == sorted(
+        ["default-0.5", "default-10", "acme-0.5", "globex-0.5", "globex-10", "globex-60"]
+    )
