@@ -60,9 +60,9 @@ def test_append_once_then_optimize_and_vacuum_keep_rows_cut_files_and_time_trave
     assert _files(spark, table) >= 8
     on_disk = len(list(table.glob("tenant=*/*.parquet")))
 
-    now = [0.0]
-    keep = Upkeep(1, 168, clock=lambda: now[0])
-    keep.run(spark, table)  # OPTIMIZE: one file per tenant; the old files stay (168 h)
+    # past the bound of files per day: compacted after the batch, no upkeep due (interval 0)
+    Upkeep(0, 168, max_files_per_day=4).after_batch(spark, table)
+    # OPTIMIZE made one file per tenant; the old files stay (no VACUUM here)
     assert _files(spark, table) == 2
     assert _total(spark, table) == (8, 2 * sum(range(4)))
     assert len(list(table.glob("tenant=*/*.parquet"))) == on_disk + 2
