@@ -209,22 +209,16 @@ def _cmd_sql(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
 
 def _cmd_report(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     from spark_jobs import report
-    from spark_jobs.session import build_session, owns_session
 
     rng = report.ReportRange(
         since=report.parse_time(args.since) if args.since else None,
         until=report.parse_time(args.until) if args.until else None,
         tenant=args.tenant,
     )
-    owned = owns_session()
-    spark = build_session(cfg, "iot-analytics-report", kafka=False)
-    try:
-        path = report.write_report(
-            spark, cfg, args.out, rng, fmt=args.format, top=args.top, noise_metric=args.noise_metric
-        )
-    finally:
-        if owned:
-            spark.stop()
+    # no Spark: the tables are read through their logs with delta-rs (spark_jobs.lake)
+    path = report.write_report(
+        cfg, args.out, rng, fmt=args.format, top=args.top, noise_metric=args.noise_metric
+    )
     sys.stdout.write(f"{path}\n")
     return 0
 
