@@ -64,3 +64,14 @@ def connect(warehouse: Path, names: tuple[str, ...]) -> tuple[duckdb.DuckDBPyCon
 
 def columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
     return [str(row[0]) for row in con.execute(f'DESCRIBE "{name}"').fetchall()]
+
+
+def table_names(warehouse: Path) -> list[str]:
+    """The table folders of the warehouse (not ``_checkpoints`` and the like), sorted."""
+    if not warehouse.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in warehouse.iterdir()
+        if entry.is_dir() and not entry.name.startswith(("_", ".")) and "." not in entry.name
+    )

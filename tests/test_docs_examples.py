@@ -92,6 +92,10 @@ RUN = {
     "iot-analytics sql 'SELECT tenant, SUM(messages) AS n FROM device_minute GROUP BY tenant'": (
         "test_analytics_commands_run"
     ),
+    "iot-analytics sql --engine duckdb "
+    "'SELECT tenant, sum(messages) AS n FROM device_minute GROUP BY tenant'": (
+        "test_analytics_commands_run"
+    ),
     "iot-bridge --mqtt-host localhost --mqtt-port 1883 --kafka-bootstrap localhost:9092": (
         "test_bridge_example_runs"
     ),

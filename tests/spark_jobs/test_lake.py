@@ -114,3 +114,29 @@ def test_report_of_delta_tables_runs_without_spark(tmp_path: Path) -> None:
     summary = (out / "report.md").read_text()
     assert "| 2 | 2 | 8 | 1 | 1 | 3 |" in summary  # devices, minutes, messages, dups, lost, anom.
     assert {p.name for p in out.glob("*.png")} >= {"fleet_messages.png", "uptime.png"}
+
+
+def test_sql_on_duckdb_reads_the_current_versions_and_refuses_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_jobs.cli import main
+
+    _warehouse(tmp_path)
+    (tmp_path / "_checkpoints").mkdir()  # not a table
+    query = "SELECT tenant, sum(messages) AS n FROM device_minute GROUP BY tenant ORDER BY tenant"
+    argv = ["sql", "--engine", "duckdb", "--warehouse-dir", str(tmp_path), "--format", "csv"]
+    assert main([*argv, query]) == 0
+    assert capsys.readouterr().out.splitlines() == ["tenant,n", "acme,5", "default,8"]
+    assert main([*argv, "SELECT max(window_start) AS t FROM fleet_minute"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["t", "2026-01-01 10:01:00"]  # UTC
+    assert main([*argv, "--max-rows", "1", "SELECT * FROM anomalies"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main([*argv, "SELECT * FROM rejects"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iot-analytics: error: Catalog Error: Table with name rejects")
+    assert len(err.splitlines()) == 1
+    assert main([*argv, "SELEC 1"]) == 2
+    assert capsys.readouterr().err.startswith("iot-analytics: error: Parser Error")
+    empty = tmp_path / "empty"
+    assert main(["sql", "--engine", "duckdb", "--warehouse-dir", str(empty), "SELECT 1"]) == 1
+    assert "no tables under" in capsys.readouterr().err
