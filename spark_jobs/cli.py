@@ -156,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
         help="output format (default: an aligned text table)",
     )  # fmt: skip
     q.add_argument("--max-rows", type=int, default=1000, help="rows printed at most (default 1000)")
+    q.add_argument(
+        "--engine", choices=["spark", "duckdb"], default="spark",
+        help="spark: Spark SQL (default; time travel, table_changes); duckdb: DuckDB's SQL over "
+        "the tables' current versions read with delta-rs, no Spark",
+    )  # fmt: skip
 
     r = sub.add_parser("report", parents=[common], help="write the batch fleet report")
     r.add_argument("--since", help="range start: ISO time or relative (-2h, -30m, -1d)")
@@ -202,29 +207,23 @@ def _cmd_stream(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
 def _cmd_sql(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     from spark_jobs import sql
 
-    out = sql.run_query(cfg, args.query, max_rows=args.max_rows)
+    out = sql.run_query(cfg, args.query, max_rows=args.max_rows, engine=args.engine)
     sys.stdout.write(sql.render(out, args.format))
     return 0
 
 
 def _cmd_report(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     from spark_jobs import report
-    from spark_jobs.session import build_session, owns_session
 
     rng = report.ReportRange(
         since=report.parse_time(args.since) if args.since else None,
         until=report.parse_time(args.until) if args.until else None,
         tenant=args.tenant,
     )
-    owned = owns_session()
-    spark = build_session(cfg, "iot-analytics-report", kafka=False)
-    try:
-        path = report.write_report(
-            spark, cfg, args.out, rng, fmt=args.format, top=args.top, noise_metric=args.noise_metric
-        )
-    finally:
-        if owned:
-            spark.stop()
+    # no Spark: the tables are read through their logs with delta-rs (spark_jobs.lake)
+    path = report.write_report(
+        cfg, args.out, rng, fmt=args.format, top=args.top, noise_metric=args.noise_metric
+    )
     sys.stdout.write(f"{path}\n")
     return 0
 
@@ -237,7 +236,7 @@ def _cmd_score(cfg: AnalyticsConfig, args: argparse.Namespace) -> int:
     manifest = json.loads(path.read_text())
     # the simulator's devices are the default tenant's
     query = "SELECT device_id, seq, metric FROM anomalies WHERE tenant = 'default'"
-    detected = sql.run_query(cfg, query, max_rows=None)
+    detected = sql.run_query(cfg, query, max_rows=None, engine="duckdb")  # no Spark needed
     found = [(str(r[0]), int(r[1]), str(r[2])) for r in detected.itertuples(index=False)]
     devices = set((manifest.get("devices") or {}).keys())
     if devices:

@@ -19,6 +19,8 @@ from typing import Any
 
 from appconfig import kafka_security as _ks
 from appconfig import settings as appsettings
+from spark_jobs import retention
+from spark_jobs.delta_conf import delta_conf
 from spark_jobs.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +173,21 @@ class AnalyticsConfig:
         "VACUUM deletes the files no table version younger than this many hours needs: the "
         "reach of time travel, and of a reader still on an older version.",
     )
+    retention_days: tuple[str, ...] = _setting(
+        retention.DEFAULT_DAYS,
+        "Days of rows each table keeps, as table=days (comma-separated; 0 or a table left out: "
+        "forever; device_status, a snapshot, is never aged). The upkeep DELETEs older rows.",
+    )
+    retention_tenants: tuple[str, ...] = _setting(
+        (),
+        "Per-tenant overrides of retention_days, as tenant:table=days (comma-separated, e.g. "
+        "acme:device_minute=30,acme:rejects=0; 0: that tenant's rows forever).",
+    )
+    delta_max_files_per_day: int = _setting(
+        200,
+        "Bound on a table's data files written today (iot_analytics_table_files_today): past "
+        "it the job compacts the table after its next batch, between upkeeps; 0: no bound.",
+    )
     # --- anomalies --------------------------------------------------------------------------
     anomaly_history: int = _setting(
         60, "Readings per device and metric that form the device's recent baseline."
@@ -207,6 +224,9 @@ class AnalyticsConfig:
                 raise ConfigError(f"{name} must be a JVM size like 512m or 2g")
         if self.delta_upkeep_interval_s < 0 or self.delta_retention_hours < 0:
             raise ConfigError("need delta_upkeep_interval_s >= 0 and delta_retention_hours >= 0")
+        self.retention_policy()  # the retention items parse (a ConfigError names the bad one)
+        if self.delta_max_files_per_day < 0:
+            raise ConfigError("delta_max_files_per_day must be >= 0 (0: no bound)")
         if self.spark_executor_cores < 1 or self.spark_cores_max < 0:
             raise ConfigError("need spark_executor_cores >= 1 and spark_cores_max >= 0")
         if not 0 <= self.spark_ui_port <= 65535:
@@ -283,6 +303,9 @@ class AnalyticsConfig:
     def checkpoint_path(self, query: str) -> Path:
         return self.checkpoint_dir / query
 
+    def retention_policy(self) -> retention.Retention:
+        return retention.Retention.parse(self.retention_days, self.retention_tenants)
+
     @property
     def local(self) -> bool:
         """Spark runs in this process (local mode), not on a cluster."""
@@ -338,30 +361,6 @@ class AnalyticsConfig:
         if not self.spark_jars_dir.is_dir():
             return []
         return sorted(self.spark_jars_dir.glob("*.jar"))
-
-
-DELTA_JAR_PREFIX = "delta-spark_"
-CHANGE_FEED = "delta.enableChangeDataFeed"  # the table property of Delta's change data feed
-
-
-def delta_conf(partitions: int) -> dict[str, str]:
-    """Delta Lake's session extension and catalog, and two of its defaults cut to a small host.
-
-    Delta's defaults rebuild every table snapshot in 50 tasks and list a table's files (VACUUM)
-    in 10,000: on 2 cores that took a Delta script from 42 s to 258 s (measured,
-    ../shared/docs/lakehouse-notes.md). Both follow ``shuffle_partitions`` here.
-    """
-    return {
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.databricks.delta.snapshotPartitions": str(partitions),
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(4, 2 * partitions)),
-        # the retention is the job's own setting (delta_retention_hours), checked there
-        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
-        # every table the job creates keeps its change data feed (`table_changes(...)`);
-        # tables made before get it at the job's start (delta_writes.enable_change_feed)
-        f"spark.databricks.delta.properties.defaults.{CHANGE_FEED.removeprefix('delta.')}": "true",
-    }
 
 
 def _convert(name: str, default: Any, raw: str) -> Any:

@@ -13,15 +13,18 @@ app id, so a batch replayed after a crash (kill -9 between the MERGE's commit an
 checkpoint's) changes nothing. A new checkpoint is a new query id and so a new app id, as
 Delta requires (an old app id would skip every batch id it has seen).
 
-Upkeep (:class:`Upkeep`): every ``interval_s`` a table is compacted (``OPTIMIZE``, Z-ordered by
-device where a device's rows are read together) and vacuumed (``VACUUM ... RETAIN n HOURS``)
-by the query that writes it, right after one of its batches: never beside its own writes.
+Upkeep (:class:`Upkeep`): every ``interval_s`` a table's rows past their retention are deleted
+(:mod:`spark_jobs.retention`), the table compacted (``OPTIMIZE``, Z-ordered by device where a
+device's rows are read together) and vacuumed (``VACUUM ... RETAIN n HOURS``) by the query that
+writes it, right after one of its batches: never beside its own writes. Between two upkeeps a
+table that wrote more than ``max_files_per_day`` files today is compacted at once.
 
 One writer: these run in the streaming job's driver only (docs/analytics.md).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
@@ -31,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_jobs import tenants
-from spark_jobs.config import CHANGE_FEED
+from spark_jobs.delta_conf import CHANGE_FEED
+from spark_jobs.retention import Retention, over_bound
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -137,13 +141,17 @@ def overwrite_batch(batch: DataFrame, table: Path, app: str, batch_id: int) -> N
 
 @dataclass
 class Upkeep:
-    """When each table is next compacted and vacuumed, and how (one per job)."""
+    """When each table is next aged, compacted and vacuumed, and how (one per job)."""
 
     interval_s: float  # 0: never
     retention_hours: int
     zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    rows: Retention = field(default_factory=Retention)  # the rows' retention (DELETE)
+    max_files_per_day: int = 0  # compact between upkeeps past this many files today (0: never)
+    bound_check_s: float = 60.0  # how often a table's files are counted against that bound
     clock: Callable[[], float] = time.monotonic
     _last: dict[str, float] = field(default_factory=dict)
+    _counted: dict[str, float] = field(default_factory=dict)
 
     def due(self, name: str) -> bool:
         """True once ``interval_s`` has passed since the table's last upkeep (or since the
@@ -153,20 +161,53 @@ class Upkeep:
         now = self.clock()
         return now - self._last.setdefault(name, now) >= self.interval_s
 
-    def statements(self, table: Path) -> list[str]:
+    def statements(self, table: Path, now: dt.datetime | None = None) -> list[str]:
+        """DELETE the rows past their retention, OPTIMIZE, VACUUM (``now``: UTC clock)."""
+        when = dt.datetime.now(dt.UTC) if now is None else now
+        deletes = self.rows.delete_statements(table.name, _quoted(table), when)
+        return [
+            *deletes,
+            self._optimize(table),
+            f"VACUUM {_quoted(table)} RETAIN {int(self.retention_hours)} HOURS",
+        ]
+
+    def _optimize(self, table: Path) -> str:
         optimize = f"OPTIMIZE {_quoted(table)}"
         if columns := self.zorder.get(table.name):
             optimize += " ZORDER BY (" + ", ".join(f"`{c}`" for c in columns) + ")"
-        return [optimize, f"VACUUM {_quoted(table)} RETAIN {int(self.retention_hours)} HOURS"]
+        return optimize
 
     def run(self, session: SparkSession, table: Path) -> None:
-        """Compact, then vacuum, the table at ``table`` (from its writer's batch)."""
+        """Age, compact, then vacuum the table at ``table`` (from its writer's batch)."""
         started = self.clock()
         if is_delta(table):
             for sql in self.statements(table):
                 session.sql(sql).collect()
         self._last[table.name] = self.clock()
-        log.info("upkeep of %s: OPTIMIZE + VACUUM in %.1f s", table.name, self.clock() - started)
+        log.info(
+            "upkeep of %s: DELETE + OPTIMIZE + VACUUM in %.1f s", table.name, self.clock() - started
+        )
+
+    def over_bound(self, table: Path) -> bool:
+        """The table wrote more than ``max_files_per_day`` files today (counted from its log
+        at most every ``bound_check_s``)."""
+        if self.max_files_per_day <= 0:
+            return False
+        now = self.clock()
+        if now - self._counted.get(table.name, -self.bound_check_s) < self.bound_check_s:
+            return False
+        self._counted[table.name] = now
+        files = files_of(table)
+        return files is not None and over_bound(files.today, self.max_files_per_day)
+
+    def after_batch(self, session: SparkSession, table: Path) -> None:
+        """The upkeep when due; else a compaction if today's files passed their bound."""
+        if self.due(table.name):
+            self.run(session, table)
+        elif self.over_bound(table):
+            log.info("%s passed %d files today: compacting", table.name, self.max_files_per_day)
+            # bin-packing only: a Z-order would rewrite every file of the table each time
+            session.sql(f"OPTIMIZE {_quoted(table)}").collect()
 
 
 @dataclass(frozen=True)
@@ -177,24 +218,29 @@ class TableFiles:
     today: int  # of them, written since 00:00 UTC: what compaction keeps small per day
 
 
-def table_files(warehouse: Path, now: float | None = None) -> dict[str, TableFiles]:
-    """Per Delta table of the warehouse, its live files and those written today, read from
-    its log with delta-rs (no Spark: the health thread asks at every scrape). A table that
-    cannot be read now (no commit yet, a log being checkpointed) is left out."""
+def files_of(table: Path, now: float | None = None) -> TableFiles | None:
+    """The table's live files and those written today, read from its log with delta-rs (no
+    Spark: cheap enough for every scrape). None when it cannot be read now (no commit yet, a
+    log being checkpointed)."""
     import pyarrow as pa
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
+    if not any((table / DELTA_LOG).glob("*.json")):
+        return None
     midnight_ms = int((time.time() if now is None else now) // 86400 * 86400 * 1000)
+    try:
+        adds = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+    except (DeltaError, OSError, ValueError):
+        return None
+    times = adds.column("modification_time").to_pylist()
+    return TableFiles(len(times), sum(1 for t in times if t >= midnight_ms))
+
+
+def table_files(warehouse: Path, now: float | None = None) -> dict[str, TableFiles]:
+    """:func:`files_of` each Delta table of the warehouse that can be read now."""
     found: dict[str, TableFiles] = {}
-    folders = sorted(warehouse.iterdir()) if warehouse.is_dir() else []
-    for table in folders:
-        if not any((table / DELTA_LOG).glob("*.json")):
-            continue
-        try:
-            adds = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
-        except (DeltaError, OSError, ValueError):
-            continue
-        times = adds.column("modification_time").to_pylist()
-        found[table.name] = TableFiles(len(times), sum(1 for t in times if t >= midnight_ms))
+    for table in sorted(warehouse.iterdir()) if warehouse.is_dir() else []:
+        if (files := files_of(table, now)) is not None:
+            found[table.name] = files
     return found

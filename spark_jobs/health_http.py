@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from health.server import HealthServer
 from spark_jobs.delta_writes import TableFiles
 from spark_jobs.query_health import JobHealth
+from spark_jobs.retention import over_bound
 
 
 class _JobCollector(Collector):
@@ -23,9 +24,11 @@ class _JobCollector(Collector):
         self,
         snapshot: Callable[[], JobHealth],
         table_files: Callable[[], Mapping[str, TableFiles]] | None = None,
+        max_files_per_day: int = 0,
     ) -> None:
         self.snapshot = snapshot
         self.table_files = table_files
+        self.max_files_per_day = max_files_per_day
 
     def collect(self) -> Iterator[Metric]:
         job = self.snapshot()
@@ -85,11 +88,19 @@ class _JobCollector(Collector):
                 "of them, written since 00:00 UTC (compaction keeps it small)",
                 labels=["table"],
             )
+            over = GaugeMetricFamily(
+                "iot_analytics_table_files_over_bound",
+                "1 while files_today is past IOT_DELTA_MAX_FILES_PER_DAY (compaction is behind)",
+                labels=["table"],
+            )
             for name, files in sorted(self.table_files().items()):
                 live.add_metric([name], float(files.live))
                 today.add_metric([name], float(files.today))
+                bound = over_bound(files.today, self.max_files_per_day)
+                over.add_metric([name], 1.0 if bound else 0.0)
             yield live
             yield today
+            yield over
 
 
 class HealthEndpoint(HealthServer):
@@ -101,9 +112,10 @@ class HealthEndpoint(HealthServer):
         port: int,
         snapshot: Callable[[], JobHealth],
         table_files: Callable[[], Mapping[str, TableFiles]] | None = None,
+        max_files_per_day: int = 0,
     ) -> None:
         registry = CollectorRegistry()
-        registry.register(_JobCollector(snapshot, table_files))
+        registry.register(_JobCollector(snapshot, table_files, max_files_per_day))
         super().__init__(
             host,
             port,

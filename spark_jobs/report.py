@@ -1,8 +1,9 @@
 """The batch fleet report (``iot-analytics report``): uptime, loss, duplicates, noise, anomalies.
 
-Extract (the warehouse tables over a time range, :func:`compute_report`) -> pure transforms
-(:func:`device_summary`, :func:`anomaly_counts`) -> load (:func:`write_files`: PNG plots from
-``report_plots`` and a Markdown or HTML summary).
+Extract (the warehouse tables over a time range, read through their Delta logs with delta-rs:
+:mod:`spark_jobs.lake`, no Spark) -> transforms in DuckDB (:func:`device_summary`,
+:func:`anomaly_counts`) -> load (:func:`write_files`: PNG plots from ``report_plots`` and a
+Markdown or HTML summary).
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import report_plots, schemas, tables, tenants
+from spark_jobs import lake, report_plots, tenants
 from spark_jobs.config import AnalyticsConfig
 from spark_jobs.errors import AnalyticsError, TableMissingError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+# schemas' table names (config.TABLE_NAMES: schemas imports pyspark, which the report does not)
+DEVICE_MINUTE, FLEET_MINUTE, ANOMALIES = "device_minute", "fleet_minute", "anomalies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,23 +58,33 @@ def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-# --- transforms ------------------------------------------------------------------------------
+# --- transforms (DuckDB SQL over Arrow or pandas tables) --------------------------------------
 
 
-def in_range(df: DataFrame, column: str, rng: ReportRange) -> DataFrame:
-    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
+def _sql(query: str, params: list[Any] | None = None, **tables: Any) -> Any:
+    """``query`` on a fresh UTC DuckDB connection with ``tables`` registered by name, as
+    pandas (time columns naive UTC, as Spark's ``toPandas`` gave them)."""
+    import duckdb
 
-    if tenants.TENANT_COLUMN in df.columns:
-        df = df.where(F.col(tenants.TENANT_COLUMN) == F.lit(rng.tenant))
-    if rng.since is not None:
-        df = df.where(F.col(column) >= F.lit(rng.since))
-    if rng.until is not None:
-        df = df.where(F.col(column) < F.lit(rng.until))
-    return df
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        for name, table in tables.items():
+            con.register(name, table)
+        return _naive_utc(con.execute(query, params or []).df())
+    finally:
+        con.close()
 
 
-def device_summary(device_minute: DataFrame, range_minutes: int, noise_metric: str) -> DataFrame:
-    """Per device over the range: uptime, loss and duplicate rates, noise.
+def _naive_utc(pdf: Any) -> Any:
+    for column in pdf.columns:
+        if getattr(pdf[column].dtype, "tz", None) is not None:
+            pdf[column] = pdf[column].dt.tz_convert("UTC").dt.tz_localize(None)
+    return pdf
+
+
+def device_summary(device_minute: Any, range_minutes: int, noise_metric: str) -> Any:
+    """Per device over the range (``device_minute``: an Arrow or pandas table), as pandas:
 
     - ``uptime``: minutes with at least one message / ``range_minutes`` (the report passes
       the minutes its data covers, :class:`DataSpan`);
@@ -80,40 +93,69 @@ def device_summary(device_minute: DataFrame, range_minutes: int, noise_metric: s
     - ``duplicate_rate``: duplicate records / records received;
     - ``noise``: mean within-minute standard deviation of ``noise_metric``.
     """
-    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
-
-    agg = device_minute.groupBy("device_id").agg(
-        F.count(F.lit(1)).alias("minutes"),
-        F.sum("messages").alias("messages"),
-        F.sum("distinct_seq").alias("distinct_seq"),
-        F.sum("duplicates").alias("duplicates"),
-        F.min("first_seq").alias("first_seq"),
-        F.max("last_seq").alias("last_seq"),
-        F.avg(f"{noise_metric}_std").alias("noise"),
+    noise = '"' + f"{noise_metric}_std".replace('"', '""') + '"'
+    return _sql(
+        f"""
+        WITH agg AS (
+            SELECT device_id, count(*) AS minutes, CAST(sum(messages) AS BIGINT) AS messages,
+                   CAST(sum(distinct_seq) AS BIGINT) AS distinct_seq,
+                   CAST(sum(duplicates) AS BIGINT) AS duplicates,
+                   min(first_seq) AS first_seq, max(last_seq) AS last_seq,
+                   avg({noise}) AS noise
+            FROM dm GROUP BY device_id
+        ), spans AS (
+            SELECT *, last_seq - first_seq + 1 AS span,
+                   greatest(last_seq - first_seq + 1 - distinct_seq, 0) AS lost
+            FROM agg
+        )
+        SELECT device_id, minutes, minutes / CAST(? AS DOUBLE) AS uptime, messages, duplicates,
+               duplicates / CAST(messages AS DOUBLE) AS duplicate_rate,
+               CAST(lost AS BIGINT) AS lost, lost / CAST(span AS DOUBLE) AS loss_rate, noise
+        FROM spans ORDER BY device_id
+        """,  # noqa: S608 (the column name is quoted; the range is a parameter)
+        [max(range_minutes, 1)],
+        dm=device_minute,
     )
-    span = F.col("last_seq") - F.col("first_seq") + 1
-    lost = F.greatest(span - F.col("distinct_seq"), F.lit(0))
-    return agg.select(
-        "device_id",
-        "minutes",
-        (F.col("minutes") / F.lit(max(range_minutes, 1))).alias("uptime"),
-        "messages",
-        "duplicates",
-        (F.col("duplicates") / F.col("messages")).alias("duplicate_rate"),
-        lost.cast("long").alias("lost"),
-        (lost / span).alias("loss_rate"),
-        "noise",
+
+
+def anomaly_counts(anomalies: Any) -> Any:
+    """Per device: anomalous readings, and the metric most often anomalous (pandas)."""
+    return _sql(
+        """
+        WITH per_metric AS (
+            SELECT device_id, metric, count(*) AS n FROM an GROUP BY device_id, metric
+        )
+        SELECT device_id, CAST(sum(n) AS BIGINT) AS anomalies, arg_max(metric, n) AS top_metric
+        FROM per_metric GROUP BY device_id ORDER BY device_id
+        """,
+        an=anomalies,
     )
 
 
-def anomaly_counts(anomalies: DataFrame) -> DataFrame:
-    """Per device: anomalous readings, and the metric most often anomalous."""
-    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
+def in_range(table: Any, column: str, rng: ReportRange) -> Any:
+    """The rows of ``table`` (Arrow dataset) of ``rng``'s tenant and time range, as Arrow."""
+    names = set(table.schema.names)
+    where: list[str] = ["TRUE"]
+    params: list[Any] = []
+    if tenants.TENANT_COLUMN in names:
+        where.append(f'"{tenants.TENANT_COLUMN}" = ?')
+        params.append(rng.tenant)
+    if rng.since is not None:
+        where.append(f'CAST("{column}" AS TIMESTAMPTZ) >= ?')  # a naive time is UTC
+        params.append(rng.since)
+    if rng.until is not None:
+        where.append(f'CAST("{column}" AS TIMESTAMPTZ) < ?')
+        params.append(rng.until)
+    import duckdb
 
-    per_metric = anomalies.groupBy("device_id", "metric").agg(F.count(F.lit(1)).alias("n"))
-    return per_metric.groupBy("device_id").agg(
-        F.sum("n").alias("anomalies"), F.max_by("metric", "n").alias("top_metric")
-    )
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("t", table)
+        query = f'SELECT * FROM t WHERE {" AND ".join(where)} ORDER BY "{column}"'  # noqa: S608
+        return con.sql(query, params=params).to_arrow_table()
+    finally:
+        con.close()
 
 
 # --- extract ---------------------------------------------------------------------------------
@@ -145,38 +187,37 @@ class FleetReport:
     noise_metric: str
 
 
-def compute_report(
-    spark: SparkSession, cfg: AnalyticsConfig, rng: ReportRange, *, noise_metric: str
-) -> FleetReport:
-    """Read the tables over ``rng`` and compute the per-device summary and fleet series."""
-    from pyspark.sql import functions as F  # noqa: N812 (the PySpark idiom)
-
+def compute_report(cfg: AnalyticsConfig, rng: ReportRange, *, noise_metric: str) -> FleetReport:
+    """Read the tables over ``rng`` (delta-rs + DuckDB: no Spark) and compute the per-device
+    summary and fleet series."""
     wh = cfg.warehouse_dir
-    dm = in_range(tables.read_table(spark, wh, schemas.DEVICE_MINUTE), "window_start", rng)
-    fm = in_range(tables.read_table(spark, wh, schemas.FLEET_MINUTE), "window_start", rng)
+    dm = in_range(lake.dataset(wh, DEVICE_MINUTE), "window_start", rng)
+    fm = in_range(lake.dataset(wh, FLEET_MINUTE), "window_start", rng)
     try:
-        an = in_range(tables.read_table(spark, wh, schemas.ANOMALIES), "event_time", rng)
+        an = in_range(lake.dataset(wh, ANOMALIES), "event_time", rng)
     except TableMissingError:
         an = None
-    if f"{noise_metric}_std" not in dm.columns:
-        metrics = sorted(c[: -len("_std")] for c in dm.columns if c.endswith("_std"))
+    if f"{noise_metric}_std" not in dm.schema.names:
+        metrics = sorted(c[: -len("_std")] for c in dm.schema.names if c.endswith("_std"))
         raise AnalyticsError(f"no metric {noise_metric!r} in device_minute (has: {metrics})")
-    bounds = dm.agg(F.min("window_start").alias("a"), F.max("window_end").alias("b")).first()
-    if bounds is None or bounds["a"] is None:
+    if dm.num_rows == 0:
         raise AnalyticsError(f"no device_minute rows in {rng.describe()}")
+    bounds = _sql("SELECT min(window_start) AS a, max(window_end) AS b FROM dm", dm=dm)
     # minutes are selected by their start, so the data's bounds already lie inside the range
-    span = DataSpan(bounds["a"].replace(tzinfo=dt.UTC), bounds["b"].replace(tzinfo=dt.UTC))
+    start, end = (bounds[c][0].to_pydatetime().replace(tzinfo=dt.UTC) for c in ("a", "b"))
+    span = DataSpan(start, end)
 
-    summary = device_summary(dm, span.minutes, noise_metric)
-    if an is not None:
-        summary = summary.join(anomaly_counts(an), "device_id", "left")
+    devices = device_summary(dm, span.minutes, noise_metric)
+    if an is not None and an.num_rows:
+        devices = devices.merge(anomaly_counts(an), on="device_id", how="left")
+        devices["anomalies"] = devices["anomalies"].fillna(0).astype("int64")
     else:
-        summary = summary.withColumn("anomalies", F.lit(0)).withColumn(
-            "top_metric", F.lit(None).cast("string")
-        )
-    devices = summary.fillna({"anomalies": 0}).orderBy("device_id").toPandas()
-    fleet = fm.orderBy("window_start").toPandas()
-    return FleetReport(rng, span, devices, fleet, noise_metric)
+        devices["anomalies"] = 0
+        devices["top_metric"] = None
+    fleet = _naive_utc(fm.to_pandas())
+    return FleetReport(
+        rng, span, devices.sort_values("device_id", ignore_index=True), fleet, noise_metric
+    )
 
 
 # --- load ------------------------------------------------------------------------------------
@@ -197,7 +238,6 @@ def _fmt(v: Any) -> str:
 
 
 def write_report(
-    spark: SparkSession,
     cfg: AnalyticsConfig,
     out_dir: Path,
     rng: ReportRange,
@@ -207,7 +247,7 @@ def write_report(
     noise_metric: str = "temperature",
 ) -> Path:
     """Compute the report and write it (plus PNGs) into ``out_dir``; returns the summary path."""
-    report = compute_report(spark, cfg, rng, noise_metric=noise_metric)
+    report = compute_report(cfg, rng, noise_metric=noise_metric)
     return write_files(report, out_dir, fmt=fmt, top=top)
 
 

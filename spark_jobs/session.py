@@ -10,7 +10,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.config import DELTA_JAR_PREFIX, AnalyticsConfig
+from spark_jobs.config import AnalyticsConfig
+from spark_jobs.delta_conf import DELTA_JAR_PREFIX
 from spark_jobs.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -116,8 +116,7 @@ def _batch_query(
 
     def each(batch: DataFrame, batch_id: int) -> None:
         write(batch, table, delta_writes.app_id(name, checkpoint), batch_id)
-        if upkeep.due(name):
-            upkeep.run(batch.sparkSession, table)
+        upkeep.after_batch(batch.sparkSession, table)
 
     writer = (
         df.writeStream.queryName(name)
@@ -149,6 +148,8 @@ def query_builders(
         cfg.delta_upkeep_interval_s,
         cfg.delta_retention_hours,
         zorder={schemas.DEVICE_MINUTE: ("device_id",), schemas.ANOMALIES: ("device_id",)},
+        rows=cfg.retention_policy(),
+        max_files_per_day=cfg.delta_max_files_per_day,
     )
 
     def append(name: str, frame: Callable[[], DataFrame]) -> Callable[[], StreamingQuery]:
@@ -345,6 +346,7 @@ def run(
                 settings.http_port,
                 supervised.snapshot,
                 table_files=lambda: delta_writes.table_files(cfg.warehouse_dir),
+                max_files_per_day=cfg.delta_max_files_per_day,
             )
             endpoint.start()
             log.info("health and metrics on http://%s:%d/", settings.http_host, endpoint.port)

@@ -18,7 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_jobs.config import DELTA_JAR_PREFIX, default_jars_dir, delta_conf
+from spark_jobs.config import default_jars_dir
+from spark_jobs.delta_conf import DELTA_JAR_PREFIX, delta_conf
 from stack import connect_conf
 from stack.errors import StackError
 from stack.secret_files import connect_token_secret, read_secret, write_private, write_secret

@@ -96,6 +96,10 @@ RUN = {
     "iot-analytics sql 'SELECT tenant, SUM(messages) AS n FROM device_minute GROUP BY tenant'": (
         "test_analytics_commands_run"
     ),
+    "iot-analytics sql --engine duckdb "
+    "'SELECT tenant, sum(messages) AS n FROM device_minute GROUP BY tenant'": (
+        "test_analytics_commands_run"
+    ),
     "iot-bridge --mqtt-host localhost --mqtt-port 1883 --kafka-bootstrap localhost:9092": (
         "test_bridge_example_runs"
     ),
@@ -391,9 +395,8 @@ NOT_RUN = {
     "workers on the default ports (1883, 9092, 7077, 8080, ...), which may be taken on a test "
     "machine; tests/stack/test_spark_cluster.py checks what it starts, "
     "tests/spark_jobs/test_stream_cluster.py runs such a cluster with the job on free ports",
-    "iot-analytics report --spark-master spark://127.0.0.1:7077 --since -2h --out var/report": (
-        _CLUSTER
-    ),
+    "iot-analytics sql --spark-master spark://127.0.0.1:7077 "
+    "'SELECT tenant, count(*) AS minutes FROM device_minute GROUP BY tenant'": _CLUSTER,
     "python -m bench run --suite ingest": _BENCH,
     "python -m bench.profile_bridge --rates max,half,1% --profile --out /tmp/bridge-profile": (
         _BENCH

@@ -100,7 +100,11 @@ def test_metrics_count_each_tables_files_from_its_log(tmp_path: Path) -> None:
 
     job = JobHealth()
     endpoint = HealthEndpoint(
-        "127.0.0.1", 0, lambda: job, table_files=lambda: delta_writes.table_files(tmp_path)
+        "127.0.0.1",
+        0,
+        lambda: job,
+        table_files=lambda: delta_writes.table_files(tmp_path),
+        max_files_per_day=1,
     )
     endpoint.start()
     try:
@@ -115,3 +119,5 @@ def test_metrics_count_each_tables_files_from_its_log(tmp_path: Path) -> None:
     assert samples[("iot_analytics_table_files", "device_minute")] == 2
     assert samples[("iot_analytics_table_files_today", "anomalies")] == 1
     assert ("iot_analytics_table_files", "rejects") not in samples
+    assert samples[("iot_analytics_table_files_over_bound", "device_minute")] == 1  # 2 > 1
+    assert samples[("iot_analytics_table_files_over_bound", "anomalies")] == 0

@@ -48,7 +48,7 @@ def test_one_minute_run(spark: Any, spark_config: AnalyticsConfig, tmp_path: Pat
     )  # as `report --since -2h` half an hour on
     rng = report.ReportRange(since=since)
 
-    fleet = report.compute_report(spark, cfg, rng, noise_metric="t")
+    fleet = report.compute_report(cfg, rng, noise_metric="t")
     assert (fleet.span.start, fleet.span.end, fleet.span.minutes) == (T0, T0 + MINUTE, 1)
     assert dict(zip(fleet.devices["device_id"], fleet.devices["uptime"], strict=True)) == {
         "a": 1.0,
@@ -81,7 +81,7 @@ def test_uptime_counts_the_fleets_minutes(
     _warehouse(spark, wh, {"a": [0, 1, 2, 3, 4], "b": [0], "c": [3, 4]})
     cfg = dataclasses.replace(spark_config, warehouse_dir=wh)
     rng = report.ReportRange(since=T0 - 60 * MINUTE, until=T0 + 60 * MINUTE)
-    fleet = report.compute_report(spark, cfg, rng, noise_metric="t")
+    fleet = report.compute_report(cfg, rng, noise_metric="t")
     assert (fleet.span.start, fleet.span.minutes) == (T0, 5)
     uptime = dict(zip(fleet.devices["device_id"], fleet.devices["uptime"], strict=True))
     assert uptime == pytest.approx({"a": 1.0, "b": 0.2, "c": 0.4})

@@ -160,12 +160,12 @@ def test_same_device_in_three_tenants_gets_separate_rows(
     assert capsys.readouterr().out.strip().splitlines() == [
         "tenant,n", "acme,24", "beta,6", "default,12", "gamma,3",
     ]  # fmt: skip
-    acme = report.compute_report(spark, cfg, report.ReportRange(tenant="acme"),
+    acme = report.compute_report(cfg, report.ReportRange(tenant="acme"),
                                  noise_metric="temperature")  # fmt: skip
     assert acme.devices["device_id"].tolist() == [DEVICE]
     assert acme.devices["messages"].tolist() == [24]
     assert acme.devices["anomalies"].tolist() == [1]
-    default = report.compute_report(spark, cfg, report.ReportRange(), noise_metric="temperature")
+    default = report.compute_report(cfg, report.ReportRange(), noise_metric="temperature")
     assert sorted(default.devices["device_id"].tolist()) == [DEVICE, CLOCK]
     assert default.devices.set_index("device_id").loc[DEVICE, "messages"] == 12
 

@@ -189,7 +189,9 @@ def test_report_device_summary(spark: Any) -> None:
         ("b", 1, at(0), {"t": 1.0}, at(0)),
     ]
     dm = transforms.device_minute(_valid(spark, rows), ["t"])
-    got = {r["device_id"]: r.asDict() for r in device_summary(dm, 4, "t").collect()}
+    # the report's DuckDB summary of the minutes Spark's transform made
+    summary = device_summary(dm.toPandas(), 4, "t")
+    got = {r["device_id"]: r for r in summary.to_dict("records")}
     a = got["a"]
     assert (a["minutes"], a["messages"], a["duplicates"], a["lost"]) == (3, 9, 1, 2)
     assert a["uptime"] == pytest.approx(3 / 4)
@@ -200,7 +202,8 @@ def test_report_device_summary(spark: Any) -> None:
         [("a", "t"), ("a", "t"), ("a", "h"), ("b", "h")], "device_id string, metric string"
     )
     counts = {
-        r["device_id"]: (r["anomalies"], r["top_metric"]) for r in anomaly_counts(an).collect()
+        r["device_id"]: (r["anomalies"], r["top_metric"])
+        for r in anomaly_counts(an.toPandas()).to_dict("records")
     }
     assert counts == {"a": (3, "t"), "b": (1, "h")}
 
