@@ -262,8 +262,11 @@ class AppServices:
                         self.bridges(), start=0 if cfg.bridge_instances == 1 else 1
                     )
                 )
-                + f",commands=http://{host}:{cfg.commands_http_port},"
-                f"analytics=http://{host}:{cfg.analytics_http_port}"
+                + "".join(  # with MQTT shards, each shard's command path (added up)
+                    f",{c.name}=http://{host}:{cfg.commands_http_port_of(i)}"
+                    for i, c in enumerate(self.command_paths(), start=int(cfg.mqtt_shards > 1))
+                )
+                + f",analytics=http://{host}:{cfg.analytics_http_port}"
                 + (f",amqp=http://{host}:{cfg.amqp_http_port}" if cfg.with_amqp else ""),
                 "IOT_CONSOLE_WAREHOUSE": str(cfg.warehouse_dir),
                 "IOT_CONSOLE_REPORT": str(cfg.data_dir / "report" / "report.html"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,11 +88,17 @@ def is_bridge(service: str) -> bool:
     return service == "bridge" or service.startswith("bridge-")
 
 
-def _bridge(sample: Sample) -> Metrics:
-    """Every bridge instance's metrics added up (the instances share the MQTT traffic)."""
+def is_command_path(service: str) -> bool:
+    """``commands``, or ``commands-i`` of MQTT shard i (`iot-stack up --mqtt-shards N`)."""
+    return service == "commands" or service.startswith("commands-")
+
+
+def _summed(sample: Sample, counted: Callable[[str], bool] = is_bridge) -> Metrics:
+    """The metrics of every instance ``counted`` names added up (bridge instances share the
+    MQTT traffic; with shards, each shard has its own bridge and command path)."""
     out: Metrics = {}
     for name, metrics in sample.metrics.items():
-        if is_bridge(name):
+        if counted(name):
             for key, value in metrics.items():
                 out[key] = out.get(key, 0.0) + value
     return out
@@ -115,8 +121,8 @@ def _tenants(b: Metrics, pb: Metrics, dt: float) -> dict[str, dict[str, Any]]:
 
 def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
     """One history point: rates between two samples, gauges of the current one."""
-    b = _bridge(cur)
-    pb = _bridge(prev) if prev is not None else {}
+    b = _summed(cur)
+    pb = _summed(prev) if prev is not None else {}
     dt = cur.at - prev.at if prev is not None else 0.0
     received = total(b, "iot_bridge_received")
     produced = total(b, "iot_bridge_produced")
@@ -149,7 +155,7 @@ def point(prev: Sample | None, cur: Sample) -> dict[str, Any]:
         lat -= total(pb, "iot_bridge_produce_latency_seconds_sum")
     out["ack_lag_ms"] = round(lat / count * 1000, 1) if count > 0 else None
     out["acked"] = acked
-    cmd = dict(cur.metrics.get("commands", {}))
+    cmd = _summed(cur, is_command_path)
     out["commands_pending"] = total(cmd, "iot_commands_pending") if cmd else None
     states = cur.command_states
     pstates = prev.command_states if prev is not None else states

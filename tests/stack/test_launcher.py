@@ -228,6 +228,14 @@ def test_the_console_gets_the_stack_endpoints_and_the_admin_password_file(
         "bridge-1=http://127.0.0.1:19100,bridge-2=http://127.0.0.1:19110,"
         "bridge-3=http://127.0.0.1:19120,commands="
     )
+    # --mqtt-shards 2: each shard's bridge and command path
+    shards = (
+        _stack(tmp_path, api_console=True, mqtt_shards=2, mqtt_tls=False, bridge_http_port=19100)
+        .api()
+        .env["IOT_CONSOLE_SERVICES"]
+    )
+    assert "bridge-1=http://127.0.0.1:19100,bridge-2=http://127.0.0.1:19110," in shards
+    assert ",commands-1=http://127.0.0.1:9101,commands-2=http://127.0.0.1:9111," in shards
     # anonymous Mosquitto: no admin client to log in as
     anonymous = _stack(tmp_path, api_console=True, insecure_anonymous=True).api().env
     assert "IOT_CONSOLE_ADMIN_PASSWORD_FILE" not in anonymous

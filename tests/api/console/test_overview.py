@@ -94,3 +94,15 @@ def test_a_full_data_dir_the_bridge_watches_is_in_the_point() -> None:
     assert point(None, sample)["disk_full"] == {"kafka": 0.0}
     quiet = Sample(1.0, {"bridge": True}, {"bridge": parse_prometheus(BRIDGE_1)})
     assert point(None, quiet)["disk_full"] == {}
+
+
+def test_every_shards_command_path_is_added_up() -> None:
+    """`iot-stack up --mqtt-shards 2`: `commands-1` and `commands-2`, as the bridges are."""
+    one, two = (
+        parse_prometheus("iot_commands_pending 3\n"),
+        parse_prometheus("iot_commands_pending 4\n"),
+    )
+    sharded = point(None, Sample(1.0, {}, {"commands-1": one, "commands-2": two, "bridge-1": one}))
+    assert sharded["commands_pending"] == 7.0
+    assert point(None, Sample(1.0, {}, {"commands": one}))["commands_pending"] == 3.0
+    assert point(None, Sample(1.0, {}, {"bridge": one}))["commands_pending"] is None
