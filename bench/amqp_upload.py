@@ -36,12 +36,15 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
+from bench.amqp_north import receive_phase
 from bench.http_api import percentile, wait_ready
 from bench.machine import machine_info
 from stack.ports import free_port
 
 PAD = 1024 - 60  # a reading of about 1 KiB as compact JSON
 TENANT = "default"
+SETTINGS = ("seconds", "generators", "connections", "runs", "north_messages", "north_credit")
+TOPIC = "iot.telemetry"  # the default tenant's telemetry (bridge.mapping.tenant_topics)
 
 
 def reading(seq: int) -> bytes:
@@ -187,6 +190,10 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
         cpu = _cpu_s(server.pid) - cpu0
         rate = full["accepted"] / args.seconds
         half = _phase(url, args, rate / 2)
+        north = receive_phase(
+            url, bootstrap, topic=TOPIC, tenant=TENANT, count=args.north_messages,
+            credit=args.north_credit, cpu=lambda: _cpu_s(server.pid),
+        )  # fmt: skip
         return {
             "max_msgs_per_s": rate,
             "max_refused": full["refused"],
@@ -196,6 +203,7 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
             "half_rate_msgs_per_s": half["accepted"] / args.seconds,
             "half_p50_ms": half["p50_ms"],
             "half_p99_ms": half["p99_ms"],
+            **north,
             "load_average": os.getloadavg(),
         }
     finally:
@@ -223,10 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generators", type=int, default=2, help="load processes")
     parser.add_argument("--connections", type=int, default=8, help="devices per generator")
     parser.add_argument("--runs", type=int, default=3, help="runs (ranges are reported)")
+    parser.add_argument("--north-messages", type=int, default=50_000,
+                        help="records the northbound phase reads")  # fmt: skip
+    parser.add_argument("--north-credit", type=int, default=500,
+                        help="the northbound receiver's credit")  # fmt: skip
     parser.add_argument("--out-dir", type=Path, help="append the results to amqp.jsonl here")
     args = parser.parse_args(argv)
-    if min(args.seconds, args.generators, args.connections, args.runs) <= 0:
-        parser.error("--seconds, --generators, --connections and --runs must be > 0")
+    if min(args.seconds, args.generators, args.connections, args.runs, args.north_messages,
+           args.north_credit) <= 0:  # fmt: skip
+        parser.error("--seconds, --generators, --connections, --runs, --north-messages and "
+                     "--north-credit must be > 0")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-amqp-") as tmp:
         if args.kafka_bootstrap:
             results = runs(args.kafka_bootstrap, args, Path(tmp))
@@ -239,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine_info(),
-        "settings": {k: vars(args)[k] for k in ("seconds", "generators", "connections", "runs")},
+        "settings": {k: vars(args)[k] for k in SETTINGS},
         "runs": results,
     }
     if args.out_dir is not None:

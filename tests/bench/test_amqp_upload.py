@@ -23,7 +23,16 @@ def test_percentile_is_nearest_rank() -> None:
     assert math.isnan(percentile([], 50))
 
 
-@pytest.mark.parametrize("bad", [["--runs", "0"], ["--seconds", "-1"], ["--generators", "0"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--runs", "0"],
+        ["--seconds", "-1"],
+        ["--generators", "0"],
+        ["--north-messages", "0"],
+        ["--north-credit", "-5"],
+    ],
+)
 def test_bad_settings_are_refused_before_anything_starts(
     bad: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
