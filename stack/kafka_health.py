@@ -4,30 +4,43 @@ under-replicated partitions (adapter: Kafka's admin protocol and its quorum tool
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from stack.errors import StackError
 from stack.kafka_layout import PartitionState, QuorumStatus, parse_quorum_status, under_replicated
+from stack.kafka_security import java_client_properties
 from stack.kafka_server import broker_classpath, java_binary
 
 
-def quorum_status(bootstrap: str, timeout: float = 60.0) -> QuorumStatus:
+def quorum_status(
+    bootstrap: str, timeout: float = 60.0, security: Mapping[str, str] | None = None
+) -> QuorumStatus:
     """The raft leader as the quorum reports it. Not AdminClient's `controller_id`: that names
-    some broker, not the active controller (field notes A.1, gotchas)."""
-    result = subprocess.run(
-        [
-            # a short-lived client: C1 JIT and the serial GC start it in ~2/3 of the time
-            java_binary(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            "-cp", broker_classpath(),
-            "org.apache.kafka.tools.MetadataQuorumCommand",
-            "--bootstrap-server", bootstrap, "describe", "--status",
-        ],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+    some broker, not the active controller (field notes A.1, gotchas). ``security``: the
+    librdkafka login of a ``sasl_ssl`` cluster, handed to the tool in a private file."""
+    with tempfile.TemporaryDirectory(prefix="iot-quorum-") as private:  # 0700
+        login = java_client_properties(security or {})
+        config = []
+        if login:
+            path = Path(private) / "client.properties"
+            path.write_text(login)
+            config = ["--command-config", str(path)]
+        result = subprocess.run(
+            [
+                # a short-lived client: C1 JIT and the serial GC start it in ~2/3 of the time
+                java_binary(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                "-cp", broker_classpath(),
+                "org.apache.kafka.tools.MetadataQuorumCommand",
+                "--bootstrap-server", bootstrap, *config, "describe", "--status",
+            ],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
     if result.returncode != 0:
         raise StackError(f"quorum status failed: {(result.stderr or result.stdout).strip()}")
     return parse_quorum_status(result.stdout)
@@ -71,7 +84,7 @@ def health_lines(bootstrap: str, security: Mapping[str, str] | None = None) -> l
         "kafka brokers: " + ", ".join(f"{i} {addr}" for i, addr in sorted(view.brokers.items()))
     ]
     try:
-        quorum = quorum_status(bootstrap)
+        quorum = quorum_status(bootstrap, security=security)
         voters = ",".join(str(v) for v in quorum.voters)
         lines.append(
             f"kafka quorum leader: node {quorum.leader_id} (epoch {quorum.leader_epoch}, "

@@ -141,6 +141,26 @@ def client_settings(username: str, password: str, ca_file: str) -> dict[str, str
     }
 
 
+def java_client_properties(settings: Mapping[str, str]) -> str:
+    """Kafka's Java tools' ``--command-config`` for a client of :func:`client_settings` (""
+    for a plaintext one): the same login, the CA as a PEM trust store."""
+    if not settings:
+        return ""
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f"username={_quote(settings['sasl.username'])} "
+        f"password={_quote(settings['sasl.password'])};"
+    )
+    lines = {
+        "security.protocol": settings["security.protocol"],
+        "sasl.mechanism": settings["sasl.mechanism"],
+        "sasl.jaas.config": jaas,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": settings["ssl.ca.location"],
+    }
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
 def client_env(username: str, password_file: str, ca_file: str) -> dict[str, str]:
     """The ``IOT_KAFKA_*`` settings a service reads them from (appconfig.kafka_security)."""
     return {

@@ -14,6 +14,8 @@ from stack.kafka_security import (
     ADMIN,
     BROKER,
     TlsFiles,
+    client_settings,
+    java_client_properties,
     listener_lines,
     scram_format_args,
     service_grants,
@@ -116,3 +118,17 @@ def test_nodes_sharing_the_secrets_volume_agree_on_each_secret(tmp_path: Path) -
     assert sorted(p.name for p in (tmp_path / "secrets" / "kafka").iterdir()) == sorted(
         f"{name}.secret" for name in got[0]
     )  # no temporary file left behind
+
+
+def test_the_java_tools_get_the_same_login_as_a_properties_file() -> None:
+    settings = client_settings("kafka-admin", "s3cret", "/ca/ca.crt")
+    props = dict(line.split("=", 1) for line in java_client_properties(settings).splitlines())
+    assert props == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="kafka-admin" password="s3cret";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/ca/ca.crt",
+    }
+    assert java_client_properties({}) == ""  # plaintext: no --command-config

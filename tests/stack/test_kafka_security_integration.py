@@ -5,6 +5,7 @@ the launcher as `iot-stack up --kafka-security sasl_ssl --amqp --devices 1` woul
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import urllib.request
@@ -20,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from stack import kafka_auth, mqtt_tls
 from stack.config import StackConfig
+from stack.kafka_health import health_lines
 from stack.kafka_security import tenant_prefix
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
@@ -226,5 +228,8 @@ def test_a_three_node_cluster_replicates_over_sasl_ssl(
             assert sorted(meta.brokers) == [1, 2, 3]
             isr = {len(p.isrs) for p in meta.topics["iot.telemetry"].partitions.values()}
             assert isr == {3}
+            # `iot-stack status` logs its quorum tool in too (the active controller's line)
+            lines = health_lines(config.kafka_bootstrap, kafka_auth.client_config(config))
+            assert any(re.match(r"kafka quorum leader: node [123] \(", line) for line in lines)
         finally:
             stack.down()
