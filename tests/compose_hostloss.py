@@ -167,10 +167,15 @@ class Probe:
         return found[0]
 
     def _python(self, script: str, *args: str) -> Any:
-        code, out = self.container("api").exec_run(["python", "-c", script, *args])
-        text = out.decode(errors="replace")
-        if code != 0:
-            raise AssertionError(f"probe in api exited {code}: {text[-2000:]}")
+        # stdout apart from stderr: librdkafka logs there while a broker is down (a containers
+        # run failed parsing "%3|...|FAIL|... Connection refused" as the answer)
+        code, (out, err) = self.container("api").exec_run(
+            ["python", "-c", script, *args], demux=True
+        )
+        text = (out or b"").decode(errors="replace")
+        if code != 0 or not text.strip():
+            why = text + (err or b"").decode(errors="replace")
+            raise AssertionError(f"probe in api exited {code}: {why[-2000:]}")
         return json.loads(text.strip().splitlines()[-1])
 
     def isr(self) -> dict[str, Any]:
