@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import subprocess
 import sys
 import tomllib
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from amqp.config import AmqpConfig
 from api.config import ApiConfig
 from api.console.config import ConsoleConfig
 from commands.config import CommandConfig
@@ -35,6 +37,8 @@ def _env_names_read(script: str) -> set[str]:
         return {"IOT_" + f.name.upper() for f in fields(CommandConfig)}
     if script == "iot-api":  # every ApiConfig and ConsoleConfig setting, as IOT_<NAME>
         return {"IOT_" + f.name.upper() for f in (*fields(ApiConfig), *fields(ConsoleConfig))}
+    if script == "iot-amqp":  # every AmqpConfig setting, as IOT_<NAME> (appconfig.settings)
+        return {"IOT_" + f.name.upper() for f in fields(AmqpConfig)}
     if script == "iot-stack":
         return {f.metadata["env"] for f in fields(StackConfig)} | {
             "IOT_KAFKA_BOOTSTRAP",  # `iot-stack topics` and `iot-stack provision`
@@ -127,6 +131,16 @@ def test_ports_agree() -> None:
         f"analytics=http://analytics:{_env(SERVICES['analytics'])['IOT_ANALYTICS_HTTP_PORT']}"
         in (watched)
     )
+    # iot-amqp: 5672, amqps 5671 and its HTTP port published as they listen, in the console
+    amqp = SERVICES["amqp"]
+    amqp_env = _env(amqp)
+    amqp_ports = [amqp_env[k] for k in ("IOT_AMQP_PORT", "IOT_AMQPS_PORT", "IOT_HTTP_PORT")]
+    assert amqp["ports"] == [f"{p}:{p}" for p in amqp_ports]
+    assert amqp_ports[:2] == ["5672", "5671"]  # the IANA ports AMQP clients dial by default
+    assert len(set(amqp_ports) | {http_port, commands_port, api_port, api_tls_port}) == 7
+    assert (amqp_env["IOT_AMQP_HOST"], amqp_env["IOT_HTTP_HOST"]) == ("0.0.0.0", "0.0.0.0")
+    assert f"localhost:{amqp_env['IOT_HTTP_PORT']}/readyz" in " ".join(amqp["healthcheck"]["test"])
+    assert f"amqp=http://amqp:{amqp_env['IOT_HTTP_PORT']}" in watched
 
 
 def test_the_command_path_runs_once_in_its_own_service() -> None:
@@ -230,7 +244,9 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
     for dep in ("mosquitto", "kafka"):
         assert init["depends_on"][dep] == {"condition": "service_healthy"}
     # the services log in with the accounts auth-init creates, passwords read from files
-    for name, user in (("bridge", "svc/bridge"), ("commands", "svc/commands"), ("api", "svc/api")):
+    logins = [("bridge", "svc/bridge"), ("commands", "svc/commands"), ("api", "svc/api")]
+    # iot-amqp's command sessions: svc/api, as `iot-stack up --amqp` gives it
+    for name, user in [*logins, ("amqp", "svc/api")]:
         env = _env(SERVICES[name])
         assert env["IOT_MQTT_USERNAME"] == user, name
         assert env["IOT_MQTT_PASSWORD_FILE"] == f"/secrets/{user.split('/')[1]}.secret", name
@@ -244,6 +260,8 @@ def test_authentication_is_on_and_every_client_logs_in_from_the_secrets_volume()
     assert _env(api)["IOT_CONSOLE_ADMIN_PASSWORD_FILE"] == "/secrets/registry-admin.secret"
     assert _mounts(api)["/secrets"] == "secrets:ro"
     assert api["depends_on"]["auth-init"] == {"condition": "service_completed_successfully"}
+    # iot-amqp takes SASL PLAIN against the registry, never ANONYMOUS
+    assert SERVICES["amqp"]["command"] == ["iot-amqp", "--registry-auth"]
     devices = SERVICES["devices"]
     assert _env(devices)["IOT_SIM_CREDENTIALS_FILE"] == "/secrets/devices.json"
     assert _mounts(devices)["/secrets"] == "secrets:ro"
@@ -288,7 +306,16 @@ def test_mosquitto_opens_the_tls_listener_with_its_ca_in_a_volume(
     assert "require_certificate true" in lines
     server = pki.load_cert((tmp_path / "ca" / "server.crt").read_bytes())
     san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert "mosquitto" in san.get_values_for_type(x509.DNSName)
+    # the names the other containers (and the published ports' clients) dial it by
+    assert {"mosquitto", "api", "amqp"} <= set(san.get_values_for_type(x509.DNSName))
+    # iot-amqp serves that certificate on amqps from the same volume, read only
+    from amqp.tls import server_context
+
+    amqp = _env(SERVICES["amqp"])
+    assert _mounts(SERVICES["amqp"])[amqp["IOT_TLS_CA_DIR"]] == f"{_mounts(service)[ca_dir]}:ro"
+    env = {**amqp, "IOT_TLS_CA_DIR": str(tmp_path / amqp["IOT_TLS_CA_DIR"].strip("/"))}
+    context = server_context(AmqpConfig.load([], env))
+    assert context.verify_mode == ssl.CERT_OPTIONAL  # client certificates: SASL EXTERNAL
 
 
 # -- docker-compose.kafka3.yml: the 3-node Kafka cluster merged over the base file ------------
@@ -392,7 +419,7 @@ def test_a_cluster_node_renders_from_the_compose_environment(
     assert "PLAINTEXT://" not in text
 
 
-KAFKA_CLIENTS = ("bridge", "commands", "api", "analytics")
+KAFKA_CLIENTS = ("bridge", "commands", "api", "analytics", "amqp")
 
 
 def test_kafka_is_reached_between_hosts_only_over_sasl_ssl_with_file_secrets() -> None:

@@ -176,7 +176,7 @@ def _healthy(engine: Any, compose: Compose) -> bool:
     for one_shot in ("topic-init", "auth-init"):
         if states.get(one_shot, "").startswith("exited") and states[one_shot] != "exited 0":
             raise AssertionError(f"{one_shot} failed: {states}\n{compose.tail_logs()}")
-    want = {"mosquitto", "kafka", "bridge", "commands", "api", "analytics", "topic-init"}
+    want = {"mosquitto", "kafka", "bridge", "commands", "api", "amqp", "analytics", "topic-init"}
     if compose.variant == "kafka3":
         want |= {"kafka-2", "kafka-3"}
     if not want <= states.keys():
@@ -231,7 +231,7 @@ def compose_stack(
 
 
 def test_every_service_comes_up_healthy(compose_stack: Compose) -> None:
-    for service, port in (("bridge", 9100), ("commands", 9101), ("api", 3904)):
+    for service, port in (("bridge", 9100), ("commands", 9101), ("api", 3904), ("amqp", 9106)):
         status, _, _ = _http(compose_stack.url(service, port, "/readyz"))
         assert status == 200, service
     if compose_stack.variant == "kafka3":  # three brokers, the telemetry topic on all three
@@ -345,6 +345,37 @@ def test_a_device_with_a_certificate_sends_telemetry_over_tls(
     finally:
         client.disconnect()
         client.loop_stop()
+
+
+def test_a_device_with_its_own_login_sends_telemetry_over_amqp(
+    compose_stack: Compose, device_login: MqttLogin, admin: tuple[str, str]
+) -> None:
+    """iot-amqp's published 5672 (issue 34): auth-init's device logs in with its own secret
+    (SASL PLAIN against the registry, python-qpid-proton's client as tests/amqp use), sends
+    a reading unsettled to `telemetry`; accepted means Kafka acknowledged it, and it is on
+    iot.telemetry, read back through iot-api's MR consumer. A wrong secret is refused."""
+    from proton import ConnectionException, Delivery, Message
+    from proton.utils import BlockingConnection
+
+    url = f"amqp://127.0.0.1:{compose_stack.ports['amqp', 5672]}"
+    group = f"g{uuid.uuid4().hex[:8]}"
+    telemetry = compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000")
+    assert _http(telemetry, headers=_basic(*admin))[0] == 200  # the group starts at the end
+    with pytest.raises(ConnectionException, match="Authentication failed"):
+        BlockingConnection(url, timeout=30, user=DEVICE, password="wrong", allowed_mechs="PLAIN")
+    conn = BlockingConnection(
+        url, timeout=30, user=device_login.username, password=device_login.password,
+        allowed_mechs="PLAIN",
+    )  # fmt: skip
+    try:
+        marker = uuid.uuid4().hex
+        doc = {"ts": int(time.time() * 1000), "seq": 1, "metrics": {"t": 3.0}, "marker": marker}
+        sender = conn.create_sender("telemetry")  # unsettled: the blocking send waits for it
+        dlv = sender.send(Message(body=json.dumps(doc).encode(), inferred=True), timeout=60)
+        assert dlv.remote_state == Delivery.ACCEPTED  # Kafka acknowledged it
+    finally:
+        conn.close()
+    _wait_for_marker(telemetry, admin, marker, "the AMQP device's telemetry on iot.telemetry")
 
 
 def test_the_api_answers_over_tls(
