@@ -53,9 +53,20 @@ def rows() -> Iterator[list[Row]]:
     names = [f"dev-{i:05d}" for i in range(DEVICES)]
     parts = [i % PARTITIONS for i in range(DEVICES)]
     everyone = range(DEVICES)
+    halves = (everyone[: DEVICES // 2], everyone[DEVICES // 2 :])
+    plain = [[(names[i], parts[i]) for i in half] for half in halves]
     lossy = set(range(0, DEVICES, 100))
+    special = {*SWAP, LOST_SEQ, DUP_SEQ + 1}  # the seqs where some device deviates
     for seq in range(1, SEQS + 1):
-        for half in (everyone[: DEVICES // 2], everyone[DEVICES // 2 :]):
+        if seq not in special:
+            # every device sends seq in order: one comprehension, the same rows as below
+            ts = T0 + seq * 1_000
+            lat = latency_ms(seq)
+            kafka_ts, received_at = ts + lat, ts + lat // 2
+            for pairs in plain:
+                yield [(name, seq, part, kafka_ts, ts, received_at) for name, part in pairs]
+            continue
+        for half in halves:
             batch: list[Row] = []
             for i in half:
                 s = seq
