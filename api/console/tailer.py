@@ -83,7 +83,7 @@ class Tailer:
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
         self.tenant_topics = 0  # tenants' copies assigned now
         self._tenant_of: dict[str, str] = {}  # a tenant's topic -> the tenant
-        self._assigned: list[TopicPartition] = []
+        self.assigned: list[TopicPartition] = []
         self._stall: FetchStall[tuple[str, int]] = FetchStall(stall_s)
         self._check_s = check_s
         self.consumer: Consumer | None = None  # the current one (tests pause it)
@@ -131,7 +131,7 @@ class Tailer:
             with self.lock:  # a resumed topic keeps what eviction already said
                 self.state.complete[kind] = whole and self.state.complete.get(kind, True)
         consumer.assign(assignment)
-        self._assigned = assignment
+        self.assigned = assignment
         self._stall.reset()
         return kinds
 
@@ -141,7 +141,7 @@ class Tailer:
         positions: dict[tuple[str, int], int] = {}
         highs: dict[tuple[str, int], int] = {}
         # the position skips transactions' control records, which the records read never show
-        for tp in consumer.position(self._assigned):
+        for tp in consumer.position(self.assigned):
             key = (tp.topic, tp.partition)
             with self.lock:
                 positions[key] = max(self._next.get(key, 0), tp.offset)
