@@ -6,7 +6,6 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-from typing import Any
 
 from aiohttp import web
 
@@ -25,7 +24,7 @@ from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
 from api.plumbing.kafka_producer import KafkaPublisher
-from api.plumbing.kafka_renew import RenewalCollector, Renewing
+from api.plumbing.kafka_renew import RenewalCollector, Renewed
 from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
@@ -106,7 +105,7 @@ class ApiService:
         )
         app = build_app(handlers, self.auth, extra)
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
-        renewing: list[Renewing[Any]] = [self.admin.renewing, health.renewing]
+        renewing: list[Renewed] = [self.admin.renewing, health.renewing]
         handlers.stats.registry.register(RenewalCollector(lambda: renewing))
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
@@ -115,7 +114,7 @@ class ApiService:
                 lambda: published.get_sample_value("iot_api_published_messages_total") or 0.0,
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
-            renewing.append(console.kafka.admin)
+            renewing += [console.kafka.admin, console.tailer]
         self._runner = web.AppRunner(
             app,
             access_log=None,
