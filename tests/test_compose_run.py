@@ -468,11 +468,6 @@ LOAD_RATE = 5.0  # msg/s per device: 30 msg/s in all, QoS 1
 GOES_ON = 50  # messages that must get through while a container is down or cut off
 
 
-@pytest.mark.skipif(
-    os.environ.get("IOT_HOSTLOSS") != "1",
-    reason="on demand (IOT_HOSTLOSS=1) until iot-api stays ready through a silent network cut "
-    "of one of three Kafka nodes: 1 of 3 runs got no /readyz answer during the cut (issue 33)",
-)
 @pytest.mark.parametrize("compose_stack", ["kafka3"], indirect=True)
 def test_host_loss_under_load(compose_stack: Compose, container_engine: Any) -> None:
     """Under a light load from devices with their own logins: `docker kill` of a Kafka node
