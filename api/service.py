@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+from typing import Any
 
 from aiohttp import web
 
@@ -24,7 +25,7 @@ from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
 from api.plumbing.kafka_producer import KafkaPublisher
-from api.plumbing.kafka_renew import RenewalCollector, Renewed
+from api.plumbing.kafka_renew import RenewalCollector, Renewing
 from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
@@ -105,7 +106,7 @@ class ApiService:
         )
         app = build_app(handlers, self.auth, extra)
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
-        renewing: list[Renewed] = [self.admin.renewing, health.renewing]
+        renewing: list[Renewing[Any]] = [self.admin.renewing, health.renewing]
         handlers.stats.registry.register(RenewalCollector(lambda: renewing))
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
@@ -114,7 +115,7 @@ class ApiService:
                 lambda: published.get_sample_value("iot_api_published_messages_total") or 0.0,
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
-            renewing += [console.kafka.admin, console.tailer]
+            renewing.append(console.kafka.admin)
         self._runner = web.AppRunner(
             app,
             access_log=None,

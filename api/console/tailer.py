@@ -2,9 +2,7 @@
 
 Starts a little back in history so pages have something at once: compacted topics (presence,
 command status) and the audit trail from their beginning, the others from their last records.
-Kafka down is tolerated: the thread retries and ``kafka_ok`` says so. A consumer whose fetch
-wedges (records wait for it, none arrive: :class:`FetchStall`) is replaced by a new one at its
-positions, logged and counted (``renewals``, on /metrics as ``client="console-tailer"``).
+Kafka down is tolerated: the thread retries and ``kafka_ok`` says so.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
-from api.plumbing.fetch_stall import FetchStall
 from api.plumbing.kafka_batch import take
 from appconfig.kafka_security import client_base
 from bridge.topics import tenant_kafka_topic
@@ -61,17 +58,7 @@ def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, 
 
 
 class Tailer:
-    name = "console-tailer"  # on /metrics beside the renewed admin clients
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topics: Mapping[str, str],
-        state: FleetState,
-        *,
-        stall_s: float = 15.0,
-        check_s: float = 5.0,
-    ) -> None:
+    def __init__(self, bootstrap: str, topics: Mapping[str, str], state: FleetState) -> None:
         self.bootstrap = bootstrap
         self.topics = dict(topics)  # kind -> topic name
         self.state = state
@@ -83,17 +70,6 @@ class Tailer:
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
         self.tenant_topics = 0  # tenants' copies assigned now
         self._tenant_of: dict[str, str] = {}  # a tenant's topic -> the tenant
-        self.assigned: list[TopicPartition] = []
-        self._stall: FetchStall[tuple[str, int]] = FetchStall(stall_s)
-        self._check_s = check_s
-        self.consumer: Consumer | None = None  # the current one (tests pause it)
-        self.checks = 0  # stall checks made (tests wait for some)
-        self.renewals = 0  # consumers replaced because their fetch had stalled
-
-    @property
-    def failures(self) -> int:
-        """1 while records wait for the consumer and none arrived at the last check."""
-        return int(self._stall.behind)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="console-tailer", daemon=True)
@@ -126,29 +102,11 @@ class Tailer:
                 if (topic, p) not in self._next:  # first read: from its start or not
                     whole = whole and start <= low
                 start = max(self._next.get((topic, p), start), low)
-                self._next[(topic, p)] = start  # a new consumer resumes here, skips nothing
                 assignment.append(TopicPartition(topic, p, start))
             with self.lock:  # a resumed topic keeps what eviction already said
                 self.state.complete[kind] = whole and self.state.complete.get(kind, True)
         consumer.assign(assignment)
-        self.assigned = assignment
-        self._stall.reset()
         return kinds
-
-    def _stalled(self, consumer: Consumer) -> bool:
-        """Records wait for ``consumer`` and none arrived for ``stall_s`` (each high watermark
-        asked of Kafka, not the fetches' cached one, within a bounded wait)."""
-        positions: dict[tuple[str, int], int] = {}
-        highs: dict[tuple[str, int], int] = {}
-        # the position skips transactions' control records, which the records read never show
-        for tp in consumer.position(self.assigned):
-            key = (tp.topic, tp.partition)
-            with self.lock:
-                positions[key] = max(self._next.get(key, 0), tp.offset)
-            wm = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
-            highs[key] = wm[1] if wm is not None else positions[key]
-        self.checks += 1
-        return self._stall.check(positions, highs)
 
     def _new_tenant_topics(self, consumer: Consumer) -> bool:
         """A tenant's topic made since the last assignment (a new tenant's first records)."""
@@ -162,11 +120,10 @@ class Tailer:
                  "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
                  "enable.auto.commit": False, "fetch.wait.max.ms": 100}
             )  # fmt: skip
-            self.consumer = consumer
             try:
                 kinds = self._assign(consumer)
                 missing = set(self.topics.values()) - set(kinds)
-                checked = stall_checked = time.monotonic()
+                checked = time.monotonic()
                 self.kafka_ok, self.error = True, ""
                 while not self._stop.is_set():
                     msgs = take(consumer, 1000, 0.5)  # a record is shown once fetched
@@ -186,16 +143,6 @@ class Tailer:
                         if missing or self._new_tenant_topics(consumer):
                             break  # a topic created since: assign again (state is kept)
                         checked = time.monotonic()
-                    if time.monotonic() - stall_checked > self._check_s:
-                        stall_checked = time.monotonic()
-                        if self._stalled(consumer):
-                            self.renewals += 1
-                            log.warning(
-                                "console: the Kafka consumer received nothing for %.0f s while "
-                                "records waited; replaced it by a new one (%d so far)",
-                                self._stall.stall_s, self.renewals,
-                            )  # fmt: skip
-                            break
             except (KafkaException, KeyError) as exc:
                 self.kafka_ok, self.error = False, str(exc)
                 log.warning("console: reading Kafka failed (%s); retrying", exc)

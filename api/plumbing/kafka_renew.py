@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, wait
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -153,25 +153,11 @@ class Renewing(Generic[C]):
         return True
 
 
-class Renewed(Protocol):
-    """What /metrics shows of a long-lived client that is replaced when it stops answering
-    (:class:`Renewing`, the console's tailer)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def renewals(self) -> int: ...
-
-    @property
-    def failures(self) -> int: ...
-
-
 class RenewalCollector(Collector):
     """``iot_api_kafka_client_renewals_total{client}`` and ``iot_api_kafka_client_failing``
     (timeouts in a row now) for the clients ``clients()`` names."""
 
-    def __init__(self, clients: Callable[[], Iterable[Renewed]]) -> None:
+    def __init__(self, clients: Callable[[], Iterable[Renewing[Any]]]) -> None:
         self._clients = clients
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
