@@ -1156,7 +1156,8 @@ def test_amqp_example_runs(
         *("--topic-telemetry", tel, "--topic-dlq", dlq),
         *("--amqps-port", str(tls_port), "--tls-ca-dir", str(ca)),
     ]
-    over_tls = _doc_block("docs/amqp.md", "python", 2).replace(
+    # the TLS section's example: the fourth python block (after Queues and topics' third)
+    over_tls = _doc_block("docs/amqp.md", "python", 3).replace(
         "localhost:5671", f"localhost:{tls_port}"
     )
     over_tls = over_tls.replace('"certs"', repr(str(certs)))
@@ -1191,7 +1192,7 @@ def test_amqp_example_runs(
             check=False,
         )
         assert sent.returncode == 0, sent.stderr
-        assert sent.stdout == _doc_block("docs/amqp.md", "text", 3)
+        assert sent.stdout == _doc_block("docs/amqp.md", "text", 4)
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
