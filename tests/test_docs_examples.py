@@ -1170,29 +1170,15 @@ def test_amqp_example_runs(
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: _answers(f"http://127.0.0.1:{http}/readyz"), 60, "iot-amqp")
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-        )
-        assert done.stdout == _doc_block("docs/amqp.md", "text")
+        _prints(code, "docs/amqp.md", 0)
         (good,) = consume(stack.kafka_bootstrap, [tel], until=lambda rs: len(rs) >= 1, timeout=30)
         assert (good.key, good.json()["seq"], good.headers["orig_adapter"]) == (
             b"pump-1", 0, b"amqp",
         )  # fmt: skip
         (bad,) = consume(stack.kafka_bootstrap, [dlq], until=lambda rs: len(rs) >= 1, timeout=30)
         assert (bad.key, bad.headers["error"]) == (b"pump-1", b"missing_field")
-        read = subprocess.run(
-            [sys.executable, "-c", north], capture_output=True, text=True, timeout=60, check=True
-        )
-        assert read.stdout == _doc_block("docs/amqp.md", "text", 2)
-        sent = subprocess.run(
-            [sys.executable, "-c", over_tls],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert sent.returncode == 0, sent.stderr
-        assert sent.stdout == _doc_block("docs/amqp.md", "text", 4)
+        _prints(north, "docs/amqp.md", 2)
+        _prints(over_tls, "docs/amqp.md", 4)
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
@@ -1220,17 +1206,18 @@ def test_amqp_queue_example_runs(stack: Any, transactions_ready: None) -> None: 
             code = code.replace("localhost:3904", f"127.0.0.1:{api.port}")
             code = code.replace("localhost:5672", f"127.0.0.1:{amqp.port}")
             code = code.replace("<app-secret>", app_secret)
-            done = subprocess.run(
-                [sys.executable, "-c", code],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr
-            assert done.stdout == _doc_block("docs/amqp.md", "text", 3)
+            _prints(code, "docs/amqp.md", 3)
     finally:
         store.close()
+
+
+def _prints(code: str, doc: str, text_index: int) -> None:
+    """Run a doc's python example; it must exit 0 and print the doc's text block."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == _doc_block(doc, "text", text_index)
 
 
 def _answers(url: str) -> bool:
