@@ -15,23 +15,20 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-PAD = 1024 - 60
 
-
-def _produce(bootstrap: str, topic: str, count: int) -> None:
+def _produce(bootstrap: str, topic: str, count: int, reading: Callable[[int], bytes]) -> None:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"}
     )
     for seq in range(count):
-        value = b'{"ts":%d,"seq":%d,"metrics":{"t":20.5},"pad":"%s"}' % (
-            int(time.time() * 1000), seq, b"x" * PAD,
-        )  # fmt: skip
+        value = reading(seq)
         while True:
             try:
                 producer.produce(topic, value, key=b"bench-%d" % (seq % 1000))
@@ -77,13 +74,21 @@ class _Reader(MessagingHandler):
 
 
 def receive_phase(
-    url: str, bootstrap: str, *, topic: str, tenant: str, count: int, credit: int, cpu: Any
+    url: str,
+    bootstrap: str,
+    *,
+    topic: str,
+    tenant: str,
+    count: int,
+    credit: int,
+    cpu: Any,
+    reading: Callable[[int], bytes],
 ) -> dict[str, Any]:
-    """Read ``count`` records over ``telemetry/{tenant}`` while they are written to ``topic``;
-    ``cpu()`` is iot-amqp's CPU seconds so far."""
+    """Read ``count`` records over ``telemetry/{tenant}`` while ``reading(seq)`` values are
+    written to ``topic`` (the upload phases' readings); ``cpu()`` is iot-amqp's CPU seconds."""
     reader = _Reader(
         url, f"telemetry/{tenant}", count=count, credit=credit, cpu=cpu,
-        produce=lambda: _produce(bootstrap, topic, count),
+        produce=lambda: _produce(bootstrap, topic, count, reading),
     )  # fmt: skip
     Container(reader).run()
     span, used = reader.last - reader.first, reader.cpu_last - reader.cpu_first

@@ -192,7 +192,7 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
         half = _phase(url, args, rate / 2)
         north = receive_phase(
             url, bootstrap, topic=TOPIC, tenant=TENANT, count=args.north_messages,
-            credit=args.north_credit, cpu=lambda: _cpu_s(server.pid),
+            credit=args.north_credit, cpu=lambda: _cpu_s(server.pid), reading=reading,
         )  # fmt: skip
         return {
             "max_msgs_per_s": rate,
