@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from api.plumbing.kafka_producer import PolledProducer
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 from bridge.mapping import KafkaRecord
 
 Report = Callable[[int, bool, str], None]
@@ -27,7 +27,7 @@ class UploadProducer(PolledProducer):
             "acks": "all",
             "enable.idempotence": True,  # per device, records stay in the order produced
             "linger.ms": linger_ms,
-            "message.timeout.ms": timeout_ms,
+            **delivery_timeouts(timeout_ms),
             "message.max.bytes": max_bytes + 64 * 1024,  # room for the headers and key
             "client.id": "iot-amqp",
         }

@@ -128,3 +128,16 @@ def spark_options(security: dict[str, str]) -> dict[str, str]:
         opts["kafka.ssl.truststore.type"] = "PEM"
         opts["kafka.ssl.truststore.location"] = security["ssl.ca.location"]
     return opts
+
+
+def delivery_timeouts(message_timeout_ms: int) -> dict[str, int]:
+    """A producer's ``message.timeout.ms`` with a ``request.timeout.ms`` a third of it.
+
+    A ProduceRequest sent to a leader that went silent (a hung or cut-off broker: no RST) waits
+    out the request timeout; only then does librdkafka drop the connection, learn the new leader
+    and retry. With both at 30 s (librdkafka's request default) the message failed instead,
+    although two of three nodes served (tests/api/plumbing/test_kafka_health_silent_node.py)."""
+    return {
+        "message.timeout.ms": message_timeout_ms,
+        "request.timeout.ms": max(1000, min(30000, message_timeout_ms // 3)),
+    }

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, wait_all
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 
 
 class KafkaDownError(Exception):
@@ -88,7 +88,7 @@ class KafkaView:
         self.admin.start()
         self._producer = Producer(
             {**client_base(self.bootstrap), "acks": "all", "enable.idempotence": True,
-             "message.timeout.ms": 10000, "partitioner": "murmur2_random"}
+             **delivery_timeouts(10000), "partitioner": "murmur2_random"}
         )  # fmt: skip
 
     def _reader(self) -> Consumer:

@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from api.plumbing.kafka_producer import PolledProducer
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 from bridge.mapping import KafkaRecord
 
 
@@ -24,7 +24,7 @@ class DeviceProducer(PolledProducer):
             "acks": "all",
             "enable.idempotence": True,  # per device, records stay in the order produced
             "linger.ms": linger_ms,
-            "message.timeout.ms": timeout_ms,
+            **delivery_timeouts(timeout_ms),
             "client.id": "iot-api-devices",
         }
         super().__init__(settings, "api-devices")

@@ -18,7 +18,7 @@ from api.console.fleet import FleetState
 from api.operator.model import SendRequest, status_tenant
 from api.plumbing.kafka_admin import KafkaUnavailableError
 from api.plumbing.kafka_batch import take
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 from commands.client import CommandClient, command_record, new_command_id
 from commands.status import status_fields
 from registry.ids import DEFAULT_TENANT
@@ -35,7 +35,7 @@ class CommandPath:
         self._producer = Producer(
             {**client_base(bootstrap), "acks": "all", "enable.idempotence": True,
              "partitioner": "murmur2_random", "linger.ms": 0,
-             "message.timeout.ms": int(_SEND_S * 1000)}
+             **delivery_timeouts(int(_SEND_S * 1000))}
         )  # fmt: skip
         self._client = CommandClient(
             bootstrap,

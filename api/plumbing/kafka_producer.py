@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from api.plumbing.framing import Record
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class KafkaPublisher(PolledProducer):
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": linger_ms,
-            "message.timeout.ms": timeout_ms,
+            **delivery_timeouts(timeout_ms),
             "message.max.bytes": max_bytes + 64 * 1024,  # room for a record's headers and key
             "compression.type": "lz4",
             "client.id": "iot-api",

@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from api.mr.consumers import BufferedMember
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
-from appconfig.kafka_security import client_base
+from appconfig.kafka_security import client_base, delivery_timeouts
 
 log = logging.getLogger(__name__)
 _SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}  # a dead instance's
@@ -89,6 +89,18 @@ class QueueConsumer(BufferedMember[Received]):
         }
         self._consumer = Consumer(settings)
         self._consumer.subscribe([queue], on_revoke=self._on_revoke, on_assign=self._on_assign)
+        self._tokens: dict[tuple[int, int], str] = {}
+
+    def token(self, record: Received) -> str:
+        """A buffered record's delivery token, the same on every try until it is committed: a
+        receive whose start markers timed out (written or not) and a later receive of the same
+        record write one delivery, which the owner redelivers only if that is not answered."""
+        return self._tokens.setdefault((record.partition, record.offset), uuid.uuid4().hex)
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        super()._on_revoke(consumer, partitions)
+        gone = {p.partition for p in partitions}
+        self._tokens = {k: t for k, t in self._tokens.items() if k[0] not in gone}
 
     def _record(self, msg: Any) -> Received | None:
         if msg.error() is not None:
@@ -99,6 +111,8 @@ class QueueConsumer(BufferedMember[Received]):
         )  # fmt: skip
 
     def _commit_blocking(self, handed: list[Received]) -> None:
+        for r in handed:
+            self._tokens.pop((r.partition, r.offset), None)
         failed = self._commit_handed(self.queue, handed)
         if failed is not None:  # moved meanwhile: handed out again (at-least-once)
             log.warning("queue %s: commit failed: %s", self.queue, failed)
@@ -148,7 +162,7 @@ class MarkerTracker:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 2,
-                "message.timeout.ms": 30000,
+                **delivery_timeouts(30000),
                 "message.max.bytes": max_bytes + 64 * 1024,
                 "client.id": "iot-api-tracker",
             }

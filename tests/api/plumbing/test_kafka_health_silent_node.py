@@ -11,6 +11,7 @@ Needs its own cluster: it stops one of its nodes."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -49,8 +50,10 @@ def test_ready_and_serving_while_one_of_three_nodes_is_silent(local_cluster_fact
                 assert client.request("GET", "/readyz", timeout=10).status == 200
                 slow.append(time.monotonic() - started)
                 time.sleep(0.25)
-            # the cluster has moved the silent node's leaders: a publish goes through the two
-            published = client.publish("silent.t", "y", "text/plain")
+            # the cluster has moved the silent node's leaders: a publish goes through the two,
+            # also to a partition the silent node led (its producer's metadata still names it:
+            # 24 records without a key land on every partition)
+            published = client.publish("silent.t", json.dumps([{"n": n} for n in range(24)]))
         finally:
             os.kill(pid, signal.SIGCONT)
             # a clean stop of this cluster takes a minute now (controlled shutdowns around a
