@@ -21,7 +21,6 @@ import contextlib
 import itertools
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -234,7 +233,7 @@ class QueueLinks:
             deadline = int(time.time() * 1000) + int(own.visibility_s * 1000)
             handles = [
                 qm.Handle(
-                    feed.queue, r.partition, r.offset, uuid.uuid4().hex, deadline, r.count + 1
+                    feed.queue, r.partition, r.offset, consumer.token(r), deadline, r.count + 1
                 )
                 for r in fetched
             ]
@@ -245,7 +244,7 @@ class QueueLinks:
                 )
                 for h, r in zip(handles, fetched, strict=True)
             ])  # fmt: skip
-            if error is not None:  # not handed out (any start written is redelivered)
+            if error is not None:  # not handed out; the next round writes the same tokens
                 log.warning("queue %s: start markers not written: %s", feed.queue, error)
                 await asyncio.sleep(_WAIT_S)
                 return

@@ -80,13 +80,20 @@ class BufferedMember(Generic[_R]):
         self._paused = False
         self._thread_lock = threading.Lock()
         self._consumer: Consumer | None = None
+        # partition -> offset past what was handed out, where that commit failed (Kafka
+        # restarting): a re-assignment starts there, not at the stale commit (a second delivery)
+        self._unsaved: dict[int, int] = {}
 
     def _record(self, msg: Any) -> _R | None:
         """The buffered form of a consumed message (None: skip it)."""
         raise NotImplementedError
 
-    def _on_assign(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self._paused = False
+        resume = {p.partition: self._unsaved.pop(p.partition) for p in partitions
+                  if p.partition in self._unsaved}  # fmt: skip
+        if resume:
+            consumer.assign(_starts(consumer, partitions, resume))
 
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}  # their new owner reads them from the commit
@@ -148,7 +155,12 @@ class BufferedMember(Generic[_R]):
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
+                for p, o in ends.items():
+                    self._unsaved[p] = max(o, self._unsaved.get(p, -1))
                 return exc
+            for p, o in ends.items():
+                if self._unsaved.get(p, -1) <= o:
+                    self._unsaved.pop(p, None)
             return None
 
     async def keep_alive(self) -> None:
@@ -165,6 +177,29 @@ class BufferedMember(Generic[_R]):
                     self._consumer.close()
                 self._consumer = None
             self._buffer.clear()
+
+
+def _starts(
+    consumer: Any, partitions: list[TopicPartition], resume: dict[int, int]
+) -> list[TopicPartition]:
+    """The assignment with ``resume``'s partitions starting past what this member handed out
+    (or at the group's commit, if another member went further), and that commit tried again."""
+    try:
+        committed = {c.partition: c.offset for c in consumer.committed(partitions, timeout=5)}
+    except KafkaException:
+        committed = {}
+    starts = []
+    for p in partitions:
+        if p.partition in resume:
+            offset = max(resume[p.partition], committed.get(p.partition, -1))
+            starts.append(TopicPartition(p.topic, p.partition, offset))
+        else:
+            starts.append(p)
+    again = [tp for tp in starts if tp.partition in resume]
+    with contextlib.suppress(KafkaException):
+        consumer.commit(offsets=again, asynchronous=True)
+    log.info("re-assigned past what was handed out: %s", {t.partition: t.offset for t in again})
+    return starts
 
 
 def _retrying(call: Callable[[], _T]) -> _T:

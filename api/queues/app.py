@@ -13,7 +13,6 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 
 import orjson
 from aiohttp import web
@@ -235,7 +234,8 @@ class QueueHandlers:
             fetched = await consumer.fetch(int(count), wait_s)
             if not fetched:
                 return _json({"messages": []})
-            handles = await self._start(queue, fetched, visibility, own.max_deliveries)
+            tokens = [consumer.token(r) for r in fetched]
+            handles = await self._start(queue, fetched, tokens, visibility, own.max_deliveries)
             await consumer.commit(fetched)  # the markers own them now
         return _json(
             {
@@ -254,12 +254,17 @@ class QueueHandlers:
         )
 
     async def _start(
-        self, queue: str, fetched: list[Received], visibility: int, max_deliveries: int
+        self,
+        queue: str,
+        fetched: list[Received],
+        tokens: list[str],
+        visibility: int,
+        max_deliveries: int,
     ) -> list[qm.Handle]:
         deadline = int(time.time() * 1000) + visibility
         handles = [
-            qm.Handle(queue, r.partition, r.offset, uuid.uuid4().hex, deadline, r.count + 1)
-            for r in fetched
+            qm.Handle(queue, r.partition, r.offset, token, deadline, r.count + 1)
+            for r, token in zip(fetched, tokens, strict=True)
         ]
         markers = [
             Record(
@@ -269,7 +274,7 @@ class QueueHandlers:
             for h, r in zip(handles, fetched, strict=True)
         ]
         outcome = await self.publisher.publish(self.cfg.queue_markers_topic, markers)
-        if outcome.error is not None:  # not handed out; any start written is redelivered
+        if outcome.error is not None:  # not handed out; the next try writes the same tokens
             raise ApiError(503, CONSUME_MSG_ERROR, f"Queue markers not written: {outcome.error}")
         return handles
 
