@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -42,6 +43,12 @@ DESIGN_TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
+# a request lost with its connection (librdkafka drops the bootstrap broker's handle once the
+# cluster's own names are known: "broker handle destroyed" on a 3-node start): sent again
+_TRANSIENT = frozenset({KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT})
+_ATTEMPTS = 3
+
+
 def ensure_topics(
     bootstrap: str,
     specs: tuple[TopicSpec, ...] | list[TopicSpec] = DESIGN_TOPICS,
@@ -74,15 +81,28 @@ def ensure_topics(
         for s in specs
     ]
     created: list[str] = []
-    for name, future in admin.create_topics(new, operation_timeout=timeout).items():
-        try:
-            future.result(timeout=timeout)
-            created.append(name)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            raise StackError(f"could not create topic {name}: {err}") from exc
+    for attempt in range(_ATTEMPTS):
+        again = []
+        for name, future in admin.create_topics(new, operation_timeout=timeout).items():
+            try:
+                future.result(timeout=timeout)
+                created.append(name)
+            except KafkaException as exc:
+                err = exc.args[0]
+                code = err.code() if isinstance(err, KafkaError) else None
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    if attempt:  # made by the lost request: it needs its leaders too
+                        created.append(name)
+                    continue
+                if code in _TRANSIENT and attempt + 1 < _ATTEMPTS:
+                    again.append(name)
+                    continue
+                raise StackError(f"could not create topic {name}: {err}") from exc
+        if not again:
+            break
+        log.info("creating topics %s again (the request's broker went away)", ", ".join(again))
+        new = [t for t in new if t.topic in again]
+        time.sleep(1.0)
     if created:
         log.info("created topics %s", ", ".join(created))
         if waiting := await_leaders(admin, created, timeout):

@@ -173,8 +173,9 @@ class Shards:
                 "--duration", str(duration_s), "--runs-dir", str(self.runs / runs),
                 "--no-progress", "--credentials", str(credentials)]  # fmt: skip
 
-    def verify(self, runs: str) -> dict[str, Any]:
-        verify = ["verify", "--runs-dir", str(self.runs / runs), "--wait-s", "60", "--json", "-"]
+    def verify(self, runs: str, max_unacked_fraction: float = 0.01) -> dict[str, Any]:
+        verify = ["verify", "--runs-dir", str(self.runs / runs), "--wait-s", "60", "--json", "-",
+                  "--max-unacked-fraction", str(max_unacked_fraction)]  # fmt: skip
         # exit 1 is a verdict with failures: the report says which, the test asserts on it
         return dict(
             json.loads(_cli("device_sim.cli", verify, self.sim_env(), ok=frozenset({0, 1})))
@@ -446,7 +447,9 @@ def test_a_shard_killed_under_load_loses_nothing_acknowledged_and_its_devices_co
     finally:
         if sim.poll() is None:
             sim.kill()
-    report = shards.verify("kill")
+    # half the devices lose what they send while their shard is down and they reconnect
+    # (1-3 s of an 18-s run): up to 1/2 x 3/18 of the load unacknowledged; CI once saw 2.8 %
+    report = shards.verify("kill", max_unacked_fraction=0.1)
     problems = {p["device"]: p for p in report["problems"]}
     print(
         "MEASURED shard kill -9:",
