@@ -70,6 +70,10 @@ class Load:
         self.ops = Http(stack.api_url, basic(*stack.operator))
         self.device_id, secret = list(stack.devices.items())[-1]
         self.device = Http(stack.api_url, basic(self.device_id, secret))
+        # when a receive or an ack of the queue last failed (monotonic; 0: never): what it held
+        # comes back only after the visibility timeout (check.tally waits for it)
+        self.queue_unsure_at = 0.0
+        self.queue_unsure: set[int] = set()  # seqs delivered whose ack failed: not lost
 
     def start(self) -> None:
         self.api.call("PUT", f"/queues/{QUEUE}?partitions=3", timeout=30)
@@ -134,6 +138,7 @@ class Load:
         answer = self.api.call("POST", f"/queues/{QUEUE}/receive?max=20&timeout={timeout_ms}",
                                timeout=30)  # fmt: skip
         if not self._record(path.name, answer, 200):
+            self.queue_unsure_at = time.monotonic()
             return 0
         got = 0
         for message in json.loads(answer[1]).get("messages", []):
@@ -141,10 +146,18 @@ class Load:
             item = json.loads(item) if isinstance(item, str) else item
             handles = {"receiptHandles": [message["receiptHandle"]]}
             ack = self.api.call("POST", f"/queues/{QUEUE}/ack", handles, timeout=30)
+            ours = isinstance(item, dict) and item.get("cell") == self.tag
             if not self._record(path.name, ack, 200):
+                self.queue_unsure_at = time.monotonic()
+                if ours:  # maybe recorded all the same (a timeout): then it never comes back
+                    self.queue_unsure.add(int(item["seq"]))
                 continue
             status = json.loads(ack[1])["results"][0]["status"]
-            if isinstance(item, dict) and item.get("cell") == self.tag and status == "acked":
+            if status != "acked":  # "expired": written too late, or not at all
+                self.queue_unsure_at = time.monotonic()
+                if ours:
+                    self.queue_unsure.add(int(item["seq"]))
+            if ours and status == "acked":
                 path.received[int(item["seq"])] += 1
                 got += 1
         return got
