@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from api.mr.consumers import BufferedMember
+from api.plumbing.buffered_member import BufferedMember
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
 from appconfig.kafka_security import client_base, delivery_timeouts

@@ -1,6 +1,6 @@
-"""BufferedMember's re-assignment after a failed commit (api/mr/consumers.py), without a broker:
-the consumer is a stand-in that records what it was told (the Kafka restart that makes the
-commit fail is tests/stack/test_faults_integration.py's)."""
+"""BufferedMember's re-assignment after a failed commit (api/plumbing/buffered_member.py),
+without a broker: the consumer is a stand-in that records what it was told (the Kafka restart
+that makes the commit fail is tests/stack/test_faults_integration.py's)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from api.mr.consumers import BufferedMember, Fetched
+from api.mr.consumers import Fetched
+from api.plumbing.buffered_member import BufferedMember
 
 
 class _Consumer:
