@@ -258,11 +258,10 @@ class Uploads:
         auth = self.door.logins.auth
         if auth is None:
             return
-        rates: dict[str, float | None] = dict(self._static_rates)
-        for tenant in auth.registry.state.tenants.values():
-            if tenant.quotas.msgs_per_s is not None:
-                rates[tenant.id] = tenant.quotas.msgs_per_s
-        self.quotas.set_rates(rates, time.monotonic())
+        state = auth.registry.state
+        self.quotas.follow(
+            self._static_rates, state.tenants, state.tenants_version, time.monotonic()
+        )
 
     async def tenant_ready(self, tenant: str) -> None:
         """The tenant's topics exist (the bridge's partition counts) before its first record."""

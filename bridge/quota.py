@@ -10,6 +10,7 @@ caller passes the clock (``time.monotonic()``), which keeps this testable to the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 _ONE = 1.0 - 1e-9  # refills add up float steps (0.05 s * 10/s twice is 0.999...)
 
@@ -43,6 +44,22 @@ class TenantQuotas:
 
     def __init__(self) -> None:
         self.buckets: dict[str, TokenBucket] = {}
+        self._followed: object = None
+
+    def follow(
+        self, static: Mapping[str, float], tenants: Mapping[str, Any], version: object, now: float
+    ) -> None:
+        """:meth:`set_rates` from the registry's tenants (a tenant's ``quotas.msgs_per_s`` wins
+        over ``static``), only when ``version`` changed since the last call: a door calls it per
+        message, and a loop over every tenant per message was O(tenants) each."""
+        if version == self._followed:
+            return
+        self._followed = version
+        rates: dict[str, float | None] = dict(static)
+        for tenant in tenants.values():
+            if tenant.quotas.msgs_per_s is not None:
+                rates[tenant.id] = tenant.quotas.msgs_per_s
+        self.set_rates(rates, now)
 
     def set_rates(self, rates: Mapping[str, float | None], now: float) -> None:
         """Apply the current quotas (tenant -> msgs/s, None = unlimited). A tenant whose rate

@@ -8,6 +8,7 @@ that does not decode is counted in ``skipped`` and ignored rather than stopping 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ def encode(entity: Entity) -> tuple[bytes, bytes]:
     return entity_key(entity).encode(), value.encode()
 
 
+_VERSIONS = itertools.count(1)
+
+
 @dataclass
 class RegistryState:
     tenants: dict[str, Tenant] = field(default_factory=dict)
@@ -44,6 +48,9 @@ class RegistryState:
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     topic_acls: dict[str, TopicAcl] = field(default_factory=dict)
     skipped: int = 0
+    # changes with every tenant put or removed, unique across states: readers that derive
+    # something from every tenant (the doors' msgs/s quotas) do it again only then
+    tenants_version: int = field(default_factory=lambda: next(_VERSIONS), compare=False)
 
     def apply(self, key: bytes | str, value: bytes | None) -> None:
         """Apply one record of the topic (a tombstone when ``value`` is None)."""
@@ -65,6 +72,7 @@ class RegistryState:
     def put(self, entity: Entity) -> None:
         if isinstance(entity, Tenant):
             self.tenants[entity.id] = entity
+            self.tenants_version = next(_VERSIONS)
         elif isinstance(entity, Device):
             self.devices[(entity.tenant, entity.id)] = entity
         elif isinstance(entity, ApiKey):
@@ -80,6 +88,7 @@ class RegistryState:
     def _delete(self, kind: str, rest: str) -> None:
         if kind == "tenant":
             self.tenants.pop(rest, None)
+            self.tenants_version = next(_VERSIONS)
         elif kind == "device":
             tenant, _, device = rest.partition("/")
             self.devices.pop((tenant, device), None)

@@ -193,13 +193,13 @@ class DeviceHandlers:
 
     def _rates(self) -> None:
         """The registry's msgs/s quotas (they win over the static setting), as the bridge."""
-        if self.auth is None:
+        auth = self.auth
+        if auth is None:
             return
-        rates: dict[str, float | None] = dict(self._static_rates)
-        for tenant in self.auth.registry.state.tenants.values():
-            if tenant.quotas.msgs_per_s is not None:
-                rates[tenant.id] = tenant.quotas.msgs_per_s
-        self.quotas.set_rates(rates, time.monotonic())
+        state = auth.registry.state
+        self.quotas.follow(
+            self._static_rates, state.tenants, state.tenants_version, time.monotonic()
+        )
 
     async def _tenant_ready(self, tenant: str) -> None:
         """The tenant's topics exist (created as the bridge does: the default tenant's

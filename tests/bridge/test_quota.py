@@ -43,3 +43,27 @@ def test_parse_rates() -> None:
     for bad in ("acme", "acme=0", "=1", "acme=nan", "acme=x"):
         with pytest.raises(ValueError):  # noqa: PT011 - any malformed entry
             parse_rates(bad)
+
+
+def test_follow_applies_the_registry_tenants_only_when_their_version_changed() -> None:
+    from registry.model import Quotas, Tenant
+
+    quotas = TenantQuotas()
+    tenants = {"acme": Tenant("acme", Quotas(msgs_per_s=2.0)), "beta": Tenant("beta")}
+    quotas.follow({"beta": 5.0, "gamma": 1.0}, tenants, 1, now=0.0)
+    assert {t: b.rate for t, b in quotas.buckets.items()} == {
+        "acme": 2.0,
+        "beta": 5.0,
+        "gamma": 1.0,
+    }
+    assert quotas.allow("acme", 0.0)
+    assert quotas.allow("acme", 0.0)
+    assert not quotas.allow("acme", 0.0)
+    # same version: nothing is read again, the drained bucket stays drained
+    tenants["acme"] = Tenant("acme", Quotas(msgs_per_s=100.0))
+    quotas.follow({}, tenants, 1, now=0.0)
+    assert quotas.buckets["acme"].rate == 2.0
+    # a new version: the registry's rate wins, static ones it no longer names are gone
+    quotas.follow({}, tenants, 2, now=0.0)
+    assert {t: b.rate for t, b in quotas.buckets.items()} == {"acme": 100.0}
+    assert quotas.allow("acme", 0.0)

@@ -108,3 +108,17 @@ def test_api_keys_and_acls_live_under_their_keys() -> None:
     state.apply(b"topicacl/iot.acme.t", None)
     assert not state.api_keys
     assert not state.topic_acls
+
+
+def test_the_tenants_version_changes_with_a_tenant_only_and_is_unique_across_states() -> None:
+    state, other = RegistryState(), RegistryState()
+    assert state.tenants_version != other.tenants_version
+    first = state.tenants_version
+    state.put(Tenant("acme"))
+    put = state.tenants_version
+    assert put != first
+    state.apply(*encode(Device("acme", "d1", credentials=CREDS)))
+    assert state.tenants_version == put  # a device is no tenant change
+    state.apply(b"tenant/acme", None)
+    assert state.tenants_version not in (first, put)
+    assert "acme" not in state.tenants
