@@ -136,6 +136,18 @@ class CaStore:
             shutil.chown(self.server_key, key_owner)
         _write(self.server_cert, pki.cert_pem(cert))
 
+    def cover_names(self, names: Sequence[str], key_owner: str | None = None) -> bool:
+        """Issue the server certificate again when it lacks one of ``names`` (a CA made before a
+        name was added: an upgrade whose compose services gained `api` and `amqp`, or new
+        IOT_STACK_TLS_SERVER_NAMES), with its names and the new ones; True if it did."""
+        have: list[str] = []
+        if self.server_cert.exists():
+            have = pki.server_names(pki.load_cert(self.server_cert.read_bytes()))
+            if set(names) <= set(have):
+                return False
+        self.issue_server(list(dict.fromkeys([*have, *names])), key_owner=key_owner)
+        return True
+
     def issued(self) -> list[CertRecord]:
         if not self.index.exists():
             return []

@@ -139,6 +139,16 @@ def build_server(
     return builder.sign(ca.key, hashes.SHA256())
 
 
+def server_names(cert: x509.Certificate) -> list[str]:
+    """The names a server certificate's SANs hold (DNS names and IP addresses, as text)."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    ips = [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)]
+    return [*sans.get_values_for_type(x509.DNSName), *ips]
+
+
 def build_device(
     ca: Authority,
     public_key: ec.EllipticCurvePublicKey,

@@ -2,7 +2,8 @@
 
 On by default with authentication: at every render the appliance CA is made if missing
 (``registry.ca_store``: CA, the listener's server certificate, an empty CRL; or the operator's
-own CA copied in on first start), and the listener lines ``iot-devices ca mosquitto-conf``
+own CA copied in on first start; a server certificate that lacks one of the names is issued
+again with them), and the listener lines ``iot-devices ca mosquitto-conf``
 prints are added to mosquitto.conf. A device certificate's CN is its MQTT user name, so the
 registry's dynsec roles apply to it as to a password login. Off with ``--insecure-anonymous``:
 that broker has no identities a certificate could stand for.
@@ -14,6 +15,7 @@ device to its shard over the shard's front socket (:func:`front_socket`), where 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from registry import pki
@@ -21,6 +23,8 @@ from registry.ca_store import DEFAULT_NAMES, CaStore
 from registry.errors import RegistryError
 from stack.config import StackConfig
 from stack.errors import StackError
+
+log = logging.getLogger(__name__)
 
 
 def enabled(config: StackConfig) -> bool:
@@ -63,6 +67,11 @@ def ensure_ca(config: StackConfig) -> tuple[CaStore, bool]:
                     f"{store.dir} already holds another CA; the operator CA {own[0]} is used "
                     "only on first start (move the CA directory away to switch)"
                 )
+        try:
+            if store.cover_names(server_names(config)):
+                log.info("the TLS listeners' certificate issued again for %s", server_names(config))
+        except (RegistryError, ValueError, OSError) as exc:
+            raise StackError(f"the TLS listeners' certificate: {exc}") from exc
         return store, False
     try:
         made = store.init(server_names(config), own)

@@ -60,6 +60,25 @@ def test_listener_and_ca_made_on_first_render(tmp_path: Path) -> None:
     assert endpoints["mqtt_tls"] == f"mqtts://127.0.0.1:18883 (mutual TLS, CA {ca / 'ca.crt'})"
 
 
+def test_a_name_added_later_gets_the_server_certificate_issued_again_under_the_same_ca(
+    tmp_path: Path,
+) -> None:
+    """An upgrade: a CA made before compose's services gained `api` and `amqp` (or before new
+    IOT_STACK_TLS_SERVER_NAMES) must not leave a listener whose certificate lacks them."""
+    ca = tmp_path / "ca"
+    mqtt_tls.ensure_ca(_config(tmp_path, tls_server_names="mosquitto"))
+    ca_before, server_before = (ca / "ca.crt").read_bytes(), (ca / "server.crt").read_bytes()
+    store, made = mqtt_tls.ensure_ca(_config(tmp_path, tls_server_names="mosquitto"))
+    assert not made
+    assert (ca / "server.crt").read_bytes() == server_before  # nothing new: untouched
+    mqtt_tls.ensure_ca(_config(tmp_path, tls_server_names="api,amqp"))
+    assert (ca / "ca.crt").read_bytes() == ca_before  # the devices' certificates still hold
+    names = pki.server_names(pki.load_cert((ca / "server.crt").read_bytes()))
+    assert {"localhost", "127.0.0.1", "mosquitto", "api", "amqp"} <= set(names)
+    assert (ca / "server.key").stat().st_mode & 0o777 == 0o600
+    assert store.authority().cert == pki.load_cert(ca_before)
+
+
 @pytest.mark.parametrize(
     "changes", [{"mqtt_tls": False}, {"insecure_anonymous": True}], ids=["off", "anonymous"]
 )
