@@ -11,6 +11,7 @@ derived copy of the compose file (Debian's compose v1 concatenates `ports` of ov
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -303,14 +304,11 @@ def test_a_device_with_its_own_login_sends_telemetry_and_answers_a_command(
         device.disconnect()
 
 
-def test_a_device_with_a_certificate_sends_telemetry_over_tls(
-    compose_stack: Compose, container_engine: Any, admin: tuple[str, str], tmp_path: Path
+def _issue_certificate(
+    compose_stack: Compose, container_engine: Any, device_id: str, into: Path
 ) -> None:
-    """Mosquitto's published TLS port (8883, mutual TLS, the appliance CA in the `ca` volume,
-    as `iot-stack up` opens it): a certificate issued as an operator issues one (`iot-devices
-    cert` in the mosquitto container, which holds the CA), a device that logs in with it alone
-    (no secret), checking the server's certificate against the CA, its telemetry on Kafka."""
-    device_id = f"tls-{uuid.uuid4().hex[:8]}"
+    """A device certificate issued as an operator issues one (`iot-devices cert` in the
+    mosquitto container, which holds the CA): ``into``/ca.crt, dev.crt and dev.key."""
     mosquitto = Probe(container_engine, compose_stack.project, "").container("mosquitto")
     # docker exec through the engine's API: stdout apart from stderr (the key's notice)
     code, (out, err) = mosquitto.exec_run([
@@ -322,9 +320,20 @@ def test_a_device_with_a_certificate_sends_telemetry_over_tls(
     ], demux=True)  # fmt: skip
     assert code == 0, (out or b"").decode() + (err or b"").decode()
     issued = json.loads(out)
-    (tmp_path / "ca.crt").write_bytes(mosquitto.exec_run(["cat", "/ca/ca.crt"])[1])
-    (tmp_path / "dev.key").write_text(issued["key_pem"])
-    (tmp_path / "dev.crt").write_text(issued["cert_pem"])
+    (into / "ca.crt").write_bytes(mosquitto.exec_run(["cat", "/ca/ca.crt"])[1])
+    (into / "dev.key").write_text(issued["key_pem"])
+    (into / "dev.crt").write_text(issued["cert_pem"])
+
+
+def test_a_device_with_a_certificate_sends_telemetry_over_tls(
+    compose_stack: Compose, container_engine: Any, admin: tuple[str, str], tmp_path: Path
+) -> None:
+    """Mosquitto's published TLS port (8883, mutual TLS, the appliance CA in the `ca` volume,
+    as `iot-stack up` opens it): a certificate issued as an operator issues one (`iot-devices
+    cert` in the mosquitto container, which holds the CA), a device that logs in with it alone
+    (no secret), checking the server's certificate against the CA, its telemetry on Kafka."""
+    device_id = f"tls-{uuid.uuid4().hex[:8]}"
+    _issue_certificate(compose_stack, container_engine, device_id, tmp_path)
     group = f"g{uuid.uuid4().hex[:8]}"
     telemetry = compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000")
     assert _http(telemetry, headers=_basic(*admin))[0] == 200  # the group starts at the end
@@ -376,6 +385,60 @@ def test_a_device_with_its_own_login_sends_telemetry_over_amqp(
     finally:
         conn.close()
     _wait_for_marker(telemetry, admin, marker, "the AMQP device's telemetry on iot.telemetry")
+
+
+def test_a_device_with_a_certificate_sends_telemetry_over_amqps(
+    compose_stack: Compose, container_engine: Any, admin: tuple[str, str], tmp_path: Path
+) -> None:
+    """iot-amqp's published 5671 (TLS, the server certificate of the `ca` volume, which names
+    127.0.0.1): a device logs in with its certificate alone (SASL EXTERNAL, the fingerprint
+    the registry holds), checking the server against the CA; its reading is accepted and on
+    iot.telemetry. Without a certificate EXTERNAL is refused."""
+    from proton import ConnectionException, Delivery, Message, SSLDomain
+    from proton.utils import BlockingConnection
+
+    device_id = f"amqps-{uuid.uuid4().hex[:8]}"
+    _issue_certificate(compose_stack, container_engine, device_id, tmp_path)
+    url = f"amqps://127.0.0.1:{compose_stack.ports['amqp', 5671]}"
+
+    def domain(with_cert: bool) -> SSLDomain:
+        tls = SSLDomain(SSLDomain.MODE_CLIENT)
+        tls.set_trusted_ca_db(str(tmp_path / "ca.crt"))
+        tls.set_peer_authentication(SSLDomain.VERIFY_PEER)  # the IP SAN: no name check
+        if with_cert:
+            tls.set_credentials(str(tmp_path / "dev.crt"), str(tmp_path / "dev.key"), None)
+        return tls
+
+    with pytest.raises(ConnectionException):
+        BlockingConnection(url, timeout=30, ssl_domain=domain(False), allowed_mechs="EXTERNAL")
+    group = f"g{uuid.uuid4().hex[:8]}"
+    telemetry = compose_stack.url("api", 3904, f"/events/iot.telemetry/{group}/c1?timeout=2000")
+    assert _http(telemetry, headers=_basic(*admin))[0] == 200  # the group starts at the end
+    marker = uuid.uuid4().hex
+    doc = {"ts": int(time.time() * 1000), "seq": 1, "metrics": {"t": 4.0}, "marker": marker}
+    accepted: list[Any] = []
+
+    def send() -> bool:  # iot-amqp learns the new device's fingerprint from the registry topic
+        try:
+            conn = BlockingConnection(
+                url, timeout=30, ssl_domain=domain(True), allowed_mechs="EXTERNAL"
+            )
+        except ConnectionException:
+            return False
+        try:
+            sender = conn.create_sender("telemetry")
+            dlv = sender.send(Message(body=json.dumps(doc).encode(), inferred=True), timeout=60)
+            accepted.append(dlv.remote_state)
+            return True
+        except ConnectionException:  # TLS 1.3: a refused login shows at the first read
+            return False
+        finally:
+            with contextlib.suppress(ConnectionException):
+                conn.close()
+
+    wait_for(send, 60, "an amqps log-in with the device's certificate")
+    assert accepted == [Delivery.ACCEPTED]  # Kafka acknowledged it
+    _wait_for_marker(telemetry, admin, marker, "the amqps device's telemetry on iot.telemetry")
 
 
 def test_the_api_answers_over_tls(
