@@ -270,9 +270,15 @@ def _wait_line(proc: subprocess.Popen[bytes], log: Path, line: str) -> None:
 
 
 def command_phase(
-    bootstrap: str, mqtt: tuple[str, int], settings: CommandSettings, workdir: Path
+    bootstrap: str,
+    mqtt: tuple[str, int],
+    settings: CommandSettings,
+    workdir: Path,
+    mqtt_login: tuple[str, Path] | None = None,
 ) -> dict[str, Any]:
-    """One run of the phase; its figures (bench.amqp_cmd_model.figures)."""
+    """One run of the phase; its figures (bench.amqp_cmd_model.figures). ``mqtt_login``: the
+    MQTT account (user name, password file) of the command path and of iot-amqp's device
+    sessions, for a Mosquitto that is not anonymous."""
     tag = uuid.uuid4().hex[:8]
     topics = {k: f"bench.amqpcmd.{k}.{tag}" for k in ("commands", "status", "replies", "dlq")}
     ensure_topics(bootstrap, [TopicSpec(n, compacted=k == "status") for k, n in topics.items()], 3)
@@ -288,6 +294,10 @@ def command_phase(
                   "IOT_COMMAND_MQTT_CLIENT_ID": f"bench-amqpcmd-{tag}",
                   "IOT_MQTT_SESSION_EXPIRY_S": "0", "IOT_COMMAND_TIMEOUT_MS": "30000",
                   "IOT_HTTP_PORT": str(free_port()), "IOT_LOG_LEVEL": "WARNING"}  # fmt: skip
+    login_args: list[str] = []
+    if mqtt_login is not None:
+        env |= {"IOT_MQTT_USERNAME": mqtt_login[0], "IOT_MQTT_PASSWORD_FILE": str(mqtt_login[1])}
+        login_args = ["--mqtt-username", mqtt_login[0], "--mqtt-password-file", str(mqtt_login[1])]
     cmd_log = workdir / f"command-path-{tag}.log"
     cmd = _spawn([sys.executable, "-m", "commands.cli", "serve"], env, cmd_log)
     port, http = free_port(), free_port()
@@ -300,7 +310,8 @@ def command_phase(
              "--amqps-port", "0", "--http-port", str(http), "--mqtt-host", mqtt[0],
              "--mqtt-port", str(mqtt[1]), "--topic-commands", topics["commands"],
              "--topic-command-replies", topics["replies"],
-             "--topic-command-status", topics["status"], "--device-session-expiry-s", "60"],
+             "--topic-command-status", topics["status"], "--device-session-expiry-s", "60",
+             *login_args],
             base, workdir / f"iot-amqp-cmd-{tag}.log",
         )  # fmt: skip
         wait_ready(f"http://127.0.0.1:{http}/readyz")

@@ -85,12 +85,17 @@ def figures(
     total = len(sent_at)
     span = send_span_s if send_span_s > 0 else float("nan")
     rtt_q, down_q = latency_summary(rtt), latency_summary(down)
+    # from the first send to the last reply: past send_span_s when replies fell behind
+    last = max((t for c, t in replied_at.items() if c in sent_at), default=0.0)
+    answered_span = last - min(sent_at.values(), default=0.0)
     return {
         "cmd_devices": settings.devices,
         "cmd_rate_asked": settings.rate,
         "cmd_sent": total,
         "cmd_per_s": total / span,
         "cmd_replied": answered,
+        "cmd_replies_per_s": answered / answered_span if answered_span > 0 else float("nan"),
+        "cmd_reply_span_s": answered_span if answered else float("nan"),
         "cmd_lost": total - answered - refused,
         "cmd_refused": refused,
         "cmd_bad_replies": bad_replies,

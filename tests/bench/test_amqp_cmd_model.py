@@ -66,6 +66,8 @@ def test_figures_count_lost_refused_and_cpu_per_answered_command() -> None:
     assert got["cmd_sent"] == 4
     assert got["cmd_per_s"] == pytest.approx(10.0)
     assert (got["cmd_replied"], got["cmd_refused"], got["cmd_lost"]) == (2, 1, 1)
+    assert got["cmd_reply_span_s"] == pytest.approx(0.12)  # not to the warm-up's reply
+    assert got["cmd_replies_per_s"] == pytest.approx(2 / 0.12)
     assert got["cmd_rtt_p50_ms"] == pytest.approx(10.0)
     assert got["cmd_rtt_p99_ms"] == pytest.approx(20.0)
     assert got["cmd_down_p50_ms"] == pytest.approx(6.0)
