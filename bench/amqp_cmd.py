@@ -11,11 +11,13 @@ address) and the devices (a connection each, logged in with its own secret: a ``
 receiver link, and an anonymous sender answering each command on its ``reply-to``).
 
 Every device first answers one warm-up command (so its MQTT session in iot-amqp is
-subscribed); then the application sends ``rate`` commands/s, round robin, for ``seconds``,
-and waits up to ``timeout_s`` for the last replies. Measured: the round trip (application
-send -> device receipt -> reply back at the application; one process, one monotonic clock),
-commands/s sent, lost (no reply) and refused, and the CPU seconds per answered command of
-iot-amqp and of the command path (from /proc, over the measured span).
+subscribed); 3 s of commands at the rate follow, unmeasured, until all are answered (a cold
+path's first seconds queued up to 5 s into the measured ones); then the application sends
+``rate`` commands/s, round robin, for ``seconds``, and waits up to ``timeout_s`` for the last
+replies. Measured: the round trip (application send -> device receipt -> reply back at the
+application; one process, one monotonic clock), commands/s sent, replies/s, lost (no reply)
+and refused, and the CPU seconds per answered command of iot-amqp and of the command path
+(from /proc, over the measured span).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from stack.topics import TopicSpec, ensure_topics
 TENANT = "default"
 WARM_UP_S = 90.0  # every device's first command answered within this, or the phase fails
 READY_S = 90.0
+PRELUDE_S = 3.0
 
 
 class _Bench(MessagingHandler):
@@ -81,6 +84,8 @@ class _Bench(MessagingHandler):
         self._warm: set[int] = set()
         self._warm_tries = 0
         self._last_warm = 0.0
+        self._prelude_sent = self._prelude_back = 0
+        self._settle_deadline = 0.0
         self._state = "connecting"
         self._start = self._warm_deadline = self._end_deadline = 0.0
         self._sender: Any = None
@@ -146,21 +151,40 @@ class _Bench(MessagingHandler):
                 self._fail(f"{len(self._warm)} of {len(self.devices)} devices warmed up")
                 return
             if len(self._warm) == len(self.devices):
-                self._state, self._start = "measuring", now
-                self.on_measure_start()
+                self._state, self._start = "prelude", now
             elif self._warm_tries == 0 or now - self._last_warm >= 2.0:
                 self._warm_tries += 1
                 self._last_warm = now
                 for i in range(len(self.devices)):
                     if i not in self._warm:
                         self._send(f"w{self._warm_tries}-{i}", i)
+        if self._state == "prelude":
+            self._prelude(now)
+        if self._state == "settling" and (
+            self._prelude_back >= self._prelude_sent or now > self._settle_deadline
+        ):
+            self._state, self._start = "measuring", now
+            self.on_measure_start()
         if self._state == "measuring":
             self._pace(now)
         if self._state == "draining" and now > self._end_deadline:
             self._finish()
             return
         if self._state != "done":
-            event.container.schedule(0.01 if self._state == "measuring" else 0.1, self)
+            paced = self._state in ("prelude", "measuring")
+            event.container.schedule(0.01 if paced else 0.1, self)
+
+    def _prelude(self, now: float) -> None:
+        """PRELUDE_S at the rate, unmeasured: a cold path's first seconds (fresh consumers,
+        sessions, fetches) would otherwise queue into the measured commands."""
+        planned = max(1, int(self.settings.rate * PRELUDE_S))
+        for _ in range(due(now - self._start, self.settings.rate, self._prelude_sent, planned)):
+            if self._sender.credit <= 0:
+                break
+            self._send(f"p{self._prelude_sent}", device_of(self._prelude_sent, len(self.devices)))
+            self._prelude_sent += 1
+        if self._prelude_sent >= planned:
+            self._state, self._settle_deadline = "settling", now + self.settings.timeout_s
 
     def _pace(self, now: float) -> None:
         planned = self.settings.planned
@@ -195,6 +219,8 @@ class _Bench(MessagingHandler):
         if link == "app-replies":
             if cid.startswith("w"):
                 self._warm.add(int(cid.split("-")[1]))
+            elif cid.startswith("p"):
+                self._prelude_back += 1
             elif cid in self.sent_at and cid not in self.replied_at:
                 self.replied_at[cid] = now
                 if (msg.properties or {}).get("status") != 200:
