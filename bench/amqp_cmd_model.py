@@ -118,7 +118,7 @@ def _num(value: Any, fmt: str) -> str:
 def table(runs: Sequence[Mapping[str, Any]]) -> str:
     """docs/benchmarks.md's table of the command phase, one row per run, the load beside it."""
     lines = [
-        "| run | load (1 min) | devices | commands/s asked / achieved"
+        "| run | load (1 min) | devices | commands/s asked / sent / replied"
         " | round trip p50 / p95 / p99 ms | lost / refused"
         " | CPU ms per command: iot-amqp / command path |",
         "|---|---|---|---|---|---|---|",
@@ -127,7 +127,8 @@ def table(runs: Sequence[Mapping[str, Any]]) -> str:
         load = run.get("load_average") or [float("nan")]
         lines.append(
             f"| {i} | {_num(load[0], '.1f')} | {run['cmd_devices']} "
-            f"| {_num(run['cmd_rate_asked'], '.0f')} / {_num(run['cmd_per_s'], '.1f')} "
+            f"| {_num(run['cmd_rate_asked'], '.0f')} / {_num(run['cmd_per_s'], '.1f')}"
+            f" / {_num(run['cmd_replies_per_s'], '.1f')} "
             f"| {_num(run['cmd_rtt_p50_ms'], '.1f')} / {_num(run['cmd_rtt_p95_ms'], '.1f')}"
             f" / {_num(run['cmd_rtt_p99_ms'], '.1f')} "
             f"| {run['cmd_lost']} / {run['cmd_refused']} "

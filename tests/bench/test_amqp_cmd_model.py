@@ -83,7 +83,9 @@ def test_table_has_a_row_per_run_with_its_load() -> None:
     )  # fmt: skip
     lines = table([{**run, "load_average": [6.25, 5.0, 4.0]}, run]).splitlines()
     assert len(lines) == 4
-    assert lines[2] == "| 1 | 6.2 | 5 | 20 / 1.0 | 12.3 / 12.3 / 12.3 | 0 / 0 | 3.00 / 1.00 |"
+    assert lines[2] == (
+        "| 1 | 6.2 | 5 | 20 / 1.0 / 81.3 | 12.3 / 12.3 / 12.3 | 0 / 0 | 3.00 / 1.00 |"
+    )  # replied: 1 over 12.3 ms
     assert lines[3].startswith("| 2 | - | 5 |")
 
 
