@@ -70,7 +70,8 @@ bench-soak: setup
 bench-http: setup
 	$(BIN)/python -m bench.http_api --out-dir bench/results
 
-## AMQP 1.0 device uploads into Kafka: msgs/s, iot-amqp's CPU per message, p50/p99 at half load.
+## AMQP 1.0 device uploads into Kafka: msgs/s, iot-amqp's CPU per message, p50/p99 at half load;
+## an application's northbound receive; commands sent northbound to AMQP devices (round trip).
 bench-amqp: setup
 	$(BIN)/python -m bench.amqp_upload --runs 3 --out-dir bench/results
 

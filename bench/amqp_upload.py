@@ -36,6 +36,8 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
+from bench.amqp_cmd import command_phase
+from bench.amqp_cmd_model import CommandSettings
 from bench.amqp_north import receive_phase
 from bench.http_api import percentile, wait_ready
 from bench.machine import machine_info
@@ -43,7 +45,9 @@ from stack.ports import free_port
 
 PAD = 1024 - 60  # a reading of about 1 KiB as compact JSON
 TENANT = "default"
-SETTINGS = ("seconds", "generators", "connections", "runs", "north_messages", "north_credit")
+SETTINGS = ("seconds", "generators", "connections", "runs", "north_messages", "north_credit",
+            "command_devices", "command_rate", "command_seconds", "command_timeout_s",
+            "only_commands")  # fmt: skip
 TOPIC = "iot.telemetry"  # the default tenant's telemetry (bridge.mapping.tenant_topics)
 
 
@@ -173,7 +177,18 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
+def one_run(
+    bootstrap: str, args: argparse.Namespace, log: Path, mqtt: tuple[str, int] | None
+) -> dict[str, Any]:
+    """The upload and northbound phases (unless ``--only-commands``), then the command phase
+    when there is a Mosquitto (``mqtt``)."""
+    result = {} if args.only_commands else _upload_run(bootstrap, args, log)
+    if mqtt is not None:
+        result.update(command_phase(bootstrap, mqtt, command_settings(args), log.parent))
+    return {**result, "load_average": os.getloadavg()}
+
+
+def _upload_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
     port, http = free_port(), free_port()
     argv = [sys.executable, "-m", "amqp", "--insecure-anonymous", "--no-registry-auth",
             "--log-level", "WARNING", "--kafka-bootstrap", bootstrap,
@@ -204,7 +219,6 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
             "half_p50_ms": half["p50_ms"],
             "half_p99_ms": half["p99_ms"],
             **north,
-            "load_average": os.getloadavg(),
         }
     finally:
         server.terminate()
@@ -215,10 +229,19 @@ def one_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, An
             server.wait(10)
 
 
-def runs(bootstrap: str, args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+def command_settings(args: argparse.Namespace) -> CommandSettings:
+    return CommandSettings(
+        devices=args.command_devices, rate=args.command_rate, seconds=args.command_seconds,
+        timeout_s=args.command_timeout_s,
+    )  # fmt: skip
+
+
+def runs(
+    bootstrap: str, args: argparse.Namespace, tmp: Path, mqtt: tuple[str, int] | None
+) -> list[dict[str, Any]]:
     done = []
     for i in range(args.runs):
-        result = one_run(bootstrap, args, tmp / f"iot-amqp-{i}.log")
+        result = one_run(bootstrap, args, tmp / f"iot-amqp-{i}.log", mqtt)
         print(json.dumps(result), flush=True)
         done.append(result)
     return done
@@ -235,21 +258,43 @@ def main(argv: list[str] | None = None) -> int:
                         help="records the northbound phase reads")  # fmt: skip
     parser.add_argument("--north-credit", type=int, default=500,
                         help="the northbound receiver's credit")  # fmt: skip
+    parser.add_argument("--command-devices", type=int, default=20,
+                        help="command phase: AMQP devices, each with its own log-in")  # fmt: skip
+    parser.add_argument("--command-rate", type=float, default=50.0,
+                        help="command phase: commands/s the application sends")  # fmt: skip
+    parser.add_argument("--command-seconds", type=float, default=20.0,
+                        help="command phase: how long it sends")  # fmt: skip
+    parser.add_argument("--command-timeout-s", type=float, default=35.0,
+                        help="command phase: a reply not back this long after the last send "
+                        "is lost")  # fmt: skip
+    parser.add_argument("--mqtt-host", default="127.0.0.1",
+                        help="with --kafka-bootstrap: the (anonymous) Mosquitto")  # fmt: skip
+    parser.add_argument("--mqtt-port", type=int,
+                        help="with --kafka-bootstrap: the command phase's Mosquitto (none: "
+                        "no command phase)")  # fmt: skip
+    parser.add_argument("--only-commands", action="store_true",
+                        help="only the command phase")  # fmt: skip
     parser.add_argument("--out-dir", type=Path, help="append the results to amqp.jsonl here")
     args = parser.parse_args(argv)
     if min(args.seconds, args.generators, args.connections, args.runs, args.north_messages,
            args.north_credit) <= 0:  # fmt: skip
         parser.error("--seconds, --generators, --connections, --runs, --north-messages and "
                      "--north-credit must be > 0")  # fmt: skip
+    for problem in command_settings(args).problems():
+        parser.error(problem)
+    if args.only_commands and args.kafka_bootstrap and args.mqtt_port is None:
+        parser.error("--only-commands with --kafka-bootstrap needs --mqtt-port")
     with tempfile.TemporaryDirectory(prefix="bench-amqp-") as tmp:
         if args.kafka_bootstrap:
-            results = runs(args.kafka_bootstrap, args, Path(tmp))
+            mqtt = None if args.mqtt_port is None else (args.mqtt_host, args.mqtt_port)
+            results = runs(args.kafka_bootstrap, args, Path(tmp), mqtt)
         else:
             # the launcher only here: the load processes import this module too
             from bench.commands.stack_setup import own_stack
 
             with own_stack(Path(tmp) / "stack", partitions=3) as servers:
-                results = runs(servers.bootstrap, args, Path(tmp))
+                mqtt = (servers.mqtt_host, servers.mqtt_port)
+                results = runs(servers.bootstrap, args, Path(tmp), mqtt)
     summary = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine_info(),
