@@ -145,7 +145,7 @@ def _binding(grant: Grant) -> AclBinding:
         grant.principal,
         "*",
         AclOperation[grant.operation.upper()],
-        AclPermissionType.ALLOW,
+        AclPermissionType[grant.permission.upper()],
     )
 
 
