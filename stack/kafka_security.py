@@ -240,17 +240,21 @@ def _bridge() -> list[Grant]:
 def _commands() -> list[Grant]:
     return _grants("commands", [
         ("topic", COMMANDS, "literal", ("read",), "consumes the commands"),
+        ("topic", COMMANDS, "literal", ("write",),
+         "`iot-cmd send` in the command path's container (docs/commands.md) logs in as it; "
+         "its MQTT account already delivers to every device, so this gives it no more"),
         ("topic", STATUS, "literal", ("read", "write"),
          "writes each command's state; reads it back at start to adopt pending commands "
          "(commands.status_snapshot)"),
-        ("topic", REPLIES, "literal", ("write",), "writes the devices' replies"),
+        ("topic", REPLIES, "literal", ("write", "read"),
+         "writes the devices' replies; `iot-cmd send --wait` reads them back"),
         ("topic", COMMANDS_DLQ, "literal", ("write",),
          "writes commands that expired or ran out of attempts"),
         ("group", "iot-bridge-commands", "prefixed", ("read",),
          "its consumer group (command_group_id, iot-bridge-commands; per MQTT shard "
          "iot-bridge-commands-shard-N)"),
         ("group", "iot-cmd-", "prefixed", ("read",),
-         "the status snapshot's reader (iot-cmd-snapshot-*; assign only)"),
+         "the status snapshot's reader (iot-cmd-snapshot-*) and `iot-cmd`'s tails (iot-cmd-*)"),
         _IDEMPOTENT,
     ])  # fmt: skip
 

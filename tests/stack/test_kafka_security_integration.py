@@ -19,13 +19,20 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from commands.client import CommandClient
 from stack import kafka_auth, mqtt_tls
 from stack.config import StackConfig
 from stack.kafka_health import health_lines
-from stack.kafka_security import tenant_prefix
+from stack.kafka_security import Grant, service_grants, tenant_prefix
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
 from stack.ports import free_ports
@@ -324,3 +331,28 @@ def test_the_doors_may_not_delete_the_appliances_topics_nor_amqp_write_the_regis
     assert _produce_error(secured, "amqp", topic) is None
     for name in ("bridge", "api", "amqp"):
         assert "AUTHORIZATION_FAILED" not in (cfg.log_dir / f"{name}.log").read_text(), name
+
+
+def test_up_takes_back_an_earlier_versions_broad_grants(secured: Stack) -> None:
+    """A cluster whose services once had ALL on every topic and group (the grants before least
+    privilege) keeps its ACLs across an upgrade: `up`/`topics` (kafka_auth.prepare) deletes
+    every ACL of a service principal that service_grants does not hold."""
+    cfg = secured.config
+    broad = [Grant("User:bridge", r, "*", "literal", "all") for r in ("topic", "group")]
+    kafka_auth.create_grants(cfg, broad)
+    probe = f"iot-acl-probe-{uuid.uuid4().hex[:8]}"  # a group no grant of the bridge names
+    assert isinstance(_first(_service_consumer(secured, "bridge", probe), "iot.registry"), tuple)
+    kafka_auth.prepare(cfg)
+    admin = AdminClient({"bootstrap.servers": cfg.kafka_bootstrap,
+                         **kafka_auth.client_config(cfg)})  # fmt: skip
+    anything: Any = None
+    every = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, "User:bridge",
+                             anything, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    found = admin.describe_acls(every, request_timeout=30).result(timeout=30)
+    assert sorted((b.restype.name, b.name, b.operation.name, b.permission_type.name)
+                  for b in found) == sorted(
+        (g.resource.replace("cluster", "broker").upper(), g.name, g.operation.upper(),
+         g.permission.upper()) for g in service_grants("bridge")
+    )  # fmt: skip
+    refused = _first(_service_consumer(secured, "bridge", probe), "iot.registry")
+    assert _code(refused) == KafkaError.GROUP_AUTHORIZATION_FAILED
