@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -36,7 +38,7 @@ from stack.kafka_security import Grant, service_grants, tenant_prefix
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
 from stack.ports import free_ports
-from stack.secret_files import read_secret
+from stack.secret_files import admin_secret, read_secret
 from stack.topics import TopicSpec, ensure_topics
 from tests.plugins.jvm_options import kafka_jvm_options
 from tests.plugins.server_reaper import reaper
@@ -356,3 +358,26 @@ def test_up_takes_back_an_earlier_versions_broad_grants(secured: Stack) -> None:
     )  # fmt: skip
     refused = _first(_service_consumer(secured, "bridge", probe), "iot.registry")
     assert _code(refused) == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_iot_devices_writes_the_registry_as_the_registry_principal(secured: Stack) -> None:
+    """`iot-devices` logged in as `registry` (its own topics, the iot-registry transactional
+    id): a tenant created and listed back; run as a process, as an operator runs it."""
+    cfg = secured.config
+    tenant = f"acl-{uuid.uuid4().hex[:8]}"
+    base = [
+        str(Path(sys.executable).with_name("iot-devices")),
+        "--kafka-bootstrap", cfg.kafka_bootstrap, "--kafka-security-protocol", "SASL_SSL",
+        "--kafka-sasl-username", "registry",
+        "--kafka-sasl-password-file", str(kafka_auth.secret_path(cfg, "registry")),
+        "--kafka-ssl-ca-file", str(kafka_auth.ca_file(cfg)),
+        "--mqtt-host", cfg.connect_host, "--mqtt-port", str(cfg.mqtt_port),
+        "--admin-password-file", str(admin_secret(cfg.secrets_dir)),
+    ]  # fmt: skip
+    for args in (["tenant", "create", tenant], ["tenant", "list"]):
+        done = subprocess.run(
+            [*base, *args], check=False, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    assert tenant in done.stdout
+    assert "AUTHORIZATION" not in done.stderr
