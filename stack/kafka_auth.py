@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -145,7 +146,7 @@ def _binding(grant: Grant) -> AclBinding:
         grant.principal,
         "*",
         AclOperation[grant.operation.upper()],
-        AclPermissionType.ALLOW,
+        AclPermissionType[grant.permission.upper()],
     )
 
 
@@ -172,12 +173,50 @@ def create_grants(
         _wait(admin.create_acls(bindings, request_timeout=timeout), "ACL", timeout)
 
 
+def prune_grants(
+    config: StackConfig,
+    keep: Iterable[Grant],
+    principals: Iterable[str],
+    timeout: float = 30.0,
+    bootstrap: str = "",
+) -> list[AclBinding]:
+    """Delete the ACLs of ``principals`` (``User:name``) that ``keep`` does not hold (an
+    earlier version's broader grants: a cluster formatted before them keeps its ACLs); returns
+    what was deleted."""
+    wanted = {_binding(g) for g in keep}
+    admin = _admin(config, bootstrap)
+    stale: list[AclBinding] = []
+    anything: Any = None  # a filter's None matches any name or host (the stubs say str)
+    for principal in principals:
+        every = AclBindingFilter(
+            ResourceType.ANY, anything, ResourcePatternType.ANY, principal, anything,
+            AclOperation.ANY, AclPermissionType.ANY,
+        )  # fmt: skip
+        try:
+            found = admin.describe_acls(every, request_timeout=timeout).result(timeout=timeout)
+        except KafkaException as exc:
+            raise StackError(f"ACLs of {principal}: {exc.args[0]}") from exc
+        stale += [b for b in found if b not in wanted]
+    if stale:
+        exact = [
+            AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
+                             b.operation, b.permission_type)
+            for b in stale
+        ]  # fmt: skip
+        _wait(admin.delete_acls(exact, request_timeout=timeout), "ACL", timeout)
+    return stale
+
+
 def prepare(config: StackConfig, bootstrap: str = "") -> dict[str, str]:
     """Once the cluster runs (`up`, compose's topic-init: `iot-stack topics`; every time, it is
-    idempotent): the services' ACLs; returns the launcher's own client settings ({} with
-    plaintext). ``bootstrap``: Kafka's address when it is not the config's own."""
+    idempotent): the services' ACLs, and no others for their principals (the new ones first,
+    then what an earlier version granted beyond them); returns the launcher's own client
+    settings ({} with plaintext). ``bootstrap``: Kafka's address when it is not the config's
+    own."""
     if enabled(config):
-        create_grants(config, [g for s in SERVICES for g in service_grants(s)], bootstrap=bootstrap)
+        grants = [g for s in SERVICES for g in service_grants(s)]
+        create_grants(config, grants, bootstrap=bootstrap)
+        prune_grants(config, grants, [f"User:{s}" for s in SERVICES], bootstrap=bootstrap)
     return client_config(config)
 
 

@@ -174,28 +174,199 @@ def client_env(username: str, password_file: str, ca_file: str) -> dict[str, str
 
 @dataclass(frozen=True)
 class Grant:
-    """One ALLOW ACL: principal, resource type (topic, group, cluster, transactional_id),
-    name, pattern (literal or prefixed) and operation."""
+    """One ACL: principal, resource type (topic, group, cluster, transactional_id), name,
+    pattern (literal or prefixed), operation, ``allow`` or ``deny`` (a DENY wins over every
+    ALLOW), and why the service needs it (docs/security.md's table)."""
 
     principal: str
     resource: str
     name: str
     pattern: str
     operation: str
+    permission: str = "allow"
+    reason: str = ""
+
+
+# The design's topics (stack.topics.DESIGN_TOPICS and the services' defaults; a test keeps
+# them equal). Tenant t's copies are iot.t.<name> (bridge.topics.tenant_kafka_topic), so the
+# services that route every tenant's records need the prefix "iot.", which also matches the
+# topics below: the services that must not touch them get them DENIED by name.
+TELEMETRY_TOPICS = ("iot.telemetry", "iot.events", "iot.dlq", "iot.presence")
+COMMANDS, STATUS, REPLIES, COMMANDS_DLQ = (
+    "iot.commands", "iot.command-status", "iot.command-replies", "iot.commands.dlq",
+)  # fmt: skip
+COMMAND_TOPICS = (COMMANDS, STATUS, REPLIES, COMMANDS_DLQ)
+REGISTRY_TOPICS = ("iot.registry", "iot.registry.audit")
+REGISTRY_TXN = "iot-registry"  # the registry writers' transactional.id (fencing)
+API_TOPICS = ("iot.api.queue-markers", "iot.api.queue-settings", "iot.console.audit")
+# literal names, never prefixes: tenant "registry"'s topics are iot.registry.telemetry, ...
+INTERNAL_TOPICS = (*COMMAND_TOPICS, *REGISTRY_TOPICS, *API_TOPICS)
+CLUSTER = "kafka-cluster"
+
+
+def _grants(service: str, rows: list[tuple[str, str, str, tuple[str, ...], str]]) -> list[Grant]:
+    """(resource, name, pattern, operations, reason) rows -> one ALLOW per operation."""
+    user = f"User:{service}"
+    return [Grant(user, r, n, p, op, "allow", why) for r, n, p, ops, why in rows for op in ops]
+
+
+def _deny(service: str, topics: tuple[str, ...], ops: tuple[str, ...], why: str) -> list[Grant]:
+    user = f"User:{service}"
+    return [Grant(user, "topic", t, "literal", op, "deny", why) for t in topics for op in ops]
+
+
+_IDEMPOTENT = ("cluster", CLUSTER, "literal", ("idempotent_write",),
+               "its producer sets enable.idempotence (no duplicates on retries)")  # fmt: skip
+_REGISTRY_GROUPS = ("group", "iot-registry-", "prefixed", ("read",),
+                    "registry.kafka_store's readers (iot-registry-load-*, -follow-*, -end-*, "
+                    "-writer-*; assign only, never commit)")  # fmt: skip
+
+
+def _bridge() -> list[Grant]:
+    return _grants("bridge", [
+        ("topic", "iot.", "prefixed", ("write", "create"),
+         "writes telemetry, events, DLQ and presence: iot.telemetry, iot.events, iot.dlq, "
+         "iot.presence and each tenant's copies iot.<t>.*; creates a new tenant's copies "
+         "(bridge.tenant_watch)"),
+        ("topic", "iot.registry", "literal", ("read",),
+         "reads tenants and their msgs/s quotas (bridge.tenant_watch)"),
+        _REGISTRY_GROUPS,
+        _IDEMPOTENT,
+    ]) + _deny("bridge", INTERNAL_TOPICS, ("write", "create"),
+               "the prefix iot. also names the command path's, the registry's and iot-api's "
+               "topics: a bridge writes none of them")  # fmt: skip
+
+
+def _commands() -> list[Grant]:
+    return _grants("commands", [
+        ("topic", COMMANDS, "literal", ("read",), "consumes the commands"),
+        ("topic", COMMANDS, "literal", ("write",),
+         "`iot-cmd send` in the command path's container (docs/commands.md) logs in as it; "
+         "its MQTT account already delivers to every device, so this gives it no more"),
+        ("topic", STATUS, "literal", ("read", "write"),
+         "writes each command's state; reads it back at start to adopt pending commands "
+         "(commands.status_snapshot)"),
+        ("topic", REPLIES, "literal", ("write", "read"),
+         "writes the devices' replies; `iot-cmd send --wait` reads them back"),
+        ("topic", COMMANDS_DLQ, "literal", ("write",),
+         "writes commands that expired or ran out of attempts"),
+        ("group", "iot-bridge-commands", "prefixed", ("read",),
+         "its consumer group (command_group_id, iot-bridge-commands; per MQTT shard "
+         "iot-bridge-commands-shard-N)"),
+        ("group", "iot-cmd-", "prefixed", ("read",),
+         "the status snapshot's reader (iot-cmd-snapshot-*) and `iot-cmd`'s tails (iot-cmd-*)"),
+        _IDEMPOTENT,
+    ])  # fmt: skip
+
+
+def _analytics() -> list[Grant]:
+    return _grants("analytics", [
+        ("topic", "iot.", "prefixed", ("read",),
+         "reads iot.telemetry, iot.presence and every tenant's copy (iot.<t>.telemetry, by "
+         "pattern: spark_jobs.tenants), and their end offsets (spark_jobs.kafka_offsets)"),
+        ("group", "spark-kafka-source-", "prefixed", ("read",),
+         "Spark's Kafka source names its groups so"),
+        ("group", "iot-analytics-", "prefixed", ("read",),
+         "the health probe's end-offset reader (iot-analytics-health-*)"),
+    ]) + _deny("analytics", INTERNAL_TOPICS, ("read",),
+               "the prefix iot. also names commands, replies, the registry's secrets' hashes "
+               "and iot-api's queues: analytics reads none of them")  # fmt: skip
+
+
+def _registry() -> list[Grant]:
+    return _grants("registry", [
+        ("topic", "iot.registry", "literal", ("read", "write", "create"),
+         "the registry's compacted store (registry.kafka_store)"),
+        ("topic", "iot.registry.audit", "literal", ("read", "write", "create"),
+         "its audit records, written in the same transaction"),
+        ("transactional_id", REGISTRY_TXN, "literal", ("write", "describe"),
+         "one writer at a time: init_transactions fences an older writer"),
+        _REGISTRY_GROUPS,
+        _IDEMPOTENT,
+    ])  # fmt: skip
+
+
+def _door(service: str, *, registry_writer: bool) -> list[Grant]:
+    """iot-api and iot-amqp serve MR topics of any name users choose (and queues, tenants'
+    topics, commands), so they keep broad topic and group rights; no ALTER, no DELETE of the
+    appliance's own topics (iot.*), nothing on the cluster but idempotent writes."""
+    rows = [
+        (
+            "topic",
+            "*",
+            "literal",
+            ("read", "write", "create"),
+            "MR topics of any name (publish, consume, auto-create), queues and their markers, "
+            "tenants' telemetry and events, commands, replies and statuses",
+        ),
+        (
+            "group",
+            "*",
+            "literal",
+            ("read",),
+            "MR consumer groups <group>--<topic> and AMQP link groups of any name, the queues' "
+            "groups (iot-api.queue--*)"
+            + ("; lists groups and lags (console)" if registry_writer else ""),
+        ),
+        _IDEMPOTENT,
+    ]
+    if registry_writer:
+        rows += [
+            (
+                "topic",
+                "*",
+                "literal",
+                ("delete",),
+                "MR's DELETE /topics/{name} (never the appliance's iot.* topics: denied below)",
+            ),
+            ("group", "*", "literal", ("describe",), "the console's consumer-group view"),
+            (
+                "transactional_id",
+                REGISTRY_TXN,
+                "literal",
+                ("write", "describe"),
+                "writes the registry (/apiKeys, MR ACLs, /ops devices and tenants) as its one "
+                "fenced writer",
+            ),
+        ]
+    grants = _grants(service, rows)
+    user = f"User:{service}"
+    if registry_writer:
+        grants.append(
+            Grant(
+                user,
+                "topic",
+                "iot.",
+                "prefixed",
+                "delete",
+                "deny",
+                "the appliance's own topics are never deleted through a door",
+            )
+        )
+    else:
+        grants += _deny(
+            service,
+            REGISTRY_TOPICS,
+            ("write",),
+            "iot-amqp reads the registry (logins), iot-api is its writer",
+        )
+    return grants  # fmt: skip
 
 
 def service_grants(service: str) -> list[Grant]:
-    """What a service principal may do: its topics and groups (every ``iot.*`` topic: the
-    services route every tenant's records), topic creation and idempotent writes."""
-    user = f"User:{service}"
-    return [
-        Grant(user, "topic", "*", "literal", "all"),
-        Grant(user, "group", "*", "literal", "all"),
-        Grant(user, "transactional_id", "*", "literal", "all"),
-        Grant(user, "cluster", "kafka-cluster", "literal", "create"),
-        Grant(user, "cluster", "kafka-cluster", "literal", "describe"),
-        Grant(user, "cluster", "kafka-cluster", "literal", "idempotent_write"),
-    ]
+    """What service principal ``service`` may do: what its code reads, writes, creates and
+    which consumer groups it uses (docs/security.md, "Kafka between hosts", the table)."""
+    table = {
+        "bridge": _bridge,
+        "commands": _commands,
+        "analytics": _analytics,
+        "registry": _registry,
+        "api": lambda: _door("api", registry_writer=True),
+        "amqp": lambda: _door("amqp", registry_writer=False),
+    }
+    if service not in table:
+        raise StackError(f"no Kafka grants for service {service!r}")
+    return table[service]()
 
 
 def tenant_grants(tenant: str) -> list[Grant]:

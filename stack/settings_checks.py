@@ -75,6 +75,12 @@ def check_settings(s: StackSettings) -> None:
         raise StackError(
             "kafka_security sasl_ssl secures the stack's own Kafka, not an external one"
         )
+    if s.kafka_security == "sasl_ssl" and s.commands_mode == "inline":
+        # one process, one Kafka login: the bridge's principal may not read iot.commands
+        raise StackError(
+            "kafka_security sasl_ssl gives the command path its own Kafka principal: use "
+            "commands_mode separate, not inline (inline would run it as the bridge's)"
+        )
     if s.partitions < 1:
         raise StackError(f"partitions must be >= 1, got {s.partitions}")
     if s.mqtt_autosave_changes < 0 or s.mqtt_autosave_interval < 1:

@@ -1,13 +1,17 @@
 """Kafka with `--kafka-security sasl_ssl` (issue 33): TLS from the appliance CA, SCRAM-SHA-512
-per principal, ACLs. One private stack (Mosquitto, one Kafka node, the bridge, one simulated
-device, iot-api and iot-amqp, each its own principal; `up` waits for their /readyz) started by
-the launcher as `iot-stack up --kafka-security sasl_ssl --amqp --devices 1` would."""
+per principal, ACLs. One private stack (Mosquitto, one Kafka node, the bridge, the command path,
+one simulated device, iot-api and iot-amqp, each its own principal; `up` waits for their
+/readyz) started by the launcher as `iot-stack up --kafka-security sasl_ssl --amqp --devices 1`
+would. The services' least-privilege grants (stack.kafka_security.service_grants): each
+principal is refused what its code never does and allowed what it does."""
 
 from __future__ import annotations
 
 import re
 import socket
 import ssl
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -17,16 +21,24 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
+from commands.client import CommandClient
 from stack import kafka_auth, mqtt_tls
 from stack.config import StackConfig
 from stack.kafka_health import health_lines
-from stack.kafka_security import tenant_prefix
+from stack.kafka_security import Grant, service_grants, tenant_prefix
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
 from stack.ports import free_ports
-from stack.secret_files import read_secret
+from stack.secret_files import admin_secret, read_secret
 from stack.topics import TopicSpec, ensure_topics
 from tests.plugins.jvm_options import kafka_jvm_options
 from tests.plugins.server_reaper import reaper
@@ -44,7 +56,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     ).with_changes(
         kafka_security="sasl_ssl",
         with_bridge=True,
-        commands_mode="inline",
+        commands_mode="separate",  # its own principal (inline is refused with sasl_ssl)
         bridge_http_port=bridge_port,
         commands_http_port=commands_port,
         with_api=True,
@@ -233,3 +245,139 @@ def test_a_three_node_cluster_replicates_over_sasl_ssl(
             assert any(re.match(r"kafka quorum leader: node [123] \(", line) for line in lines)
         finally:
             stack.down()
+
+
+def _produce_error(stack: Stack, principal: str, topic: str) -> KafkaError | None:
+    """Produce one record as ``principal``: the broker's error, or None once written."""
+    cfg = stack.config
+    producer = Producer(
+        {
+            "bootstrap.servers": cfg.kafka_bootstrap,
+            **kafka_auth.client_config(cfg, principal),
+            "message.timeout.ms": 30000,
+        }
+    )
+    outcome: list[KafkaError | None] = []
+    producer.produce(topic, b"acl probe", on_delivery=lambda err, _msg: outcome.append(err))
+    assert producer.flush(40) == 0
+    return outcome[0]
+
+
+def _service_consumer(stack: Stack, principal: str, group: str) -> Consumer:
+    secret = read_secret(kafka_auth.secret_path(stack.config, principal))
+    assert secret
+    return _consumer(stack, principal, secret, group)
+
+
+def _code(outcome: object) -> object:
+    return outcome.code() if isinstance(outcome, KafkaError) else outcome
+
+
+def test_the_bridge_writes_telemetry_but_never_commands_or_the_registry(secured: Stack) -> None:
+    """A compromised bridge cannot command devices, forge registry records or read commands."""
+    assert _produce_error(secured, "bridge", "iot.telemetry") is None
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    for topic in ("iot.commands", "iot.command-status", "iot.registry"):
+        assert _code(_produce_error(secured, "bridge", topic)) == denied, topic
+    reader = _service_consumer(secured, "bridge", f"iot-registry-load-{uuid.uuid4().hex[:8]}")
+    assert _code(_first(reader, "iot.commands")) == denied
+    # the command path's consumer group is not the bridge's, even on a topic it may read
+    group = _service_consumer(secured, "bridge", "iot-bridge-commands")
+    assert _code(_first(group, "iot.registry")) == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_the_command_path_runs_as_its_own_principal_and_only_on_its_topics(
+    secured: Stack,
+) -> None:
+    """A command written by the launcher's admin gets its status from the `commands` principal
+    (it read iot.commands in its group and wrote iot.command-status); it may not write
+    telemetry."""
+    cfg = secured.config
+    client = CommandClient(cfg.kafka_bootstrap, extra=kafka_auth.client_config(cfg))
+    try:
+        command_id = client.send("dev-00000", "ping", timeout_ms=5000)
+        assert client.status(command_id, timeout_s=90.0) is not None
+    finally:
+        client.close()
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _code(_produce_error(secured, "commands", "iot.telemetry")) == denied
+    log_text = (cfg.log_dir / "commands.log").read_text()
+    assert "AUTHORIZATION_FAILED" not in log_text
+
+
+def test_analytics_reads_telemetry_but_not_commands(secured: Stack) -> None:
+    reader = _service_consumer(secured, "analytics", f"spark-kafka-source-{uuid.uuid4().hex}")
+    assert isinstance(_first(reader, "iot.telemetry", timeout=90.0), tuple)
+    refused = _service_consumer(secured, "analytics", f"spark-kafka-source-{uuid.uuid4().hex}")
+    assert _code(_first(refused, "iot.commands")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _code(_produce_error(secured, "analytics", "iot.telemetry")) == denied
+
+
+def test_the_doors_may_not_delete_the_appliances_topics_nor_amqp_write_the_registry(
+    secured: Stack,
+) -> None:
+    cfg = secured.config
+    admin = AdminClient({"bootstrap.servers": cfg.kafka_bootstrap,
+                         **kafka_auth.client_config(cfg, "api")})  # fmt: skip
+    future = admin.delete_topics(["iot.telemetry"], operation_timeout=10)["iot.telemetry"]
+    with pytest.raises(KafkaException) as refused:
+        future.result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _code(_produce_error(secured, "amqp", "iot.registry")) == denied
+    # an MR topic of a user's choosing: the doors keep broad topic rights (create, write)
+    topic = f"mr-acl-{uuid.uuid4().hex[:8]}"
+    ensure_topics(cfg.kafka_bootstrap, [TopicSpec(topic)], 1,
+                  security=kafka_auth.client_config(cfg, "amqp"))  # fmt: skip
+    assert _produce_error(secured, "amqp", topic) is None
+    for name in ("bridge", "api", "amqp"):
+        assert "AUTHORIZATION_FAILED" not in (cfg.log_dir / f"{name}.log").read_text(), name
+
+
+def test_up_takes_back_an_earlier_versions_broad_grants(secured: Stack) -> None:
+    """A cluster whose services once had ALL on every topic and group (the grants before least
+    privilege) keeps its ACLs across an upgrade: `up`/`topics` (kafka_auth.prepare) deletes
+    every ACL of a service principal that service_grants does not hold."""
+    cfg = secured.config
+    broad = [Grant("User:bridge", r, "*", "literal", "all") for r in ("topic", "group")]
+    kafka_auth.create_grants(cfg, broad)
+    probe = f"iot-acl-probe-{uuid.uuid4().hex[:8]}"  # a group no grant of the bridge names
+    assert isinstance(_first(_service_consumer(secured, "bridge", probe), "iot.registry"), tuple)
+    kafka_auth.prepare(cfg)
+    admin = AdminClient({"bootstrap.servers": cfg.kafka_bootstrap,
+                         **kafka_auth.client_config(cfg)})  # fmt: skip
+    anything: Any = None
+    every = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, "User:bridge",
+                             anything, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    found = admin.describe_acls(every, request_timeout=30).result(timeout=30)
+    assert sorted((b.restype.name, b.name, b.operation.name, b.permission_type.name)
+                  for b in found) == sorted(
+        (g.resource.replace("cluster", "broker").upper(), g.name, g.operation.upper(),
+         g.permission.upper()) for g in service_grants("bridge")
+    )  # fmt: skip
+    refused = _first(_service_consumer(secured, "bridge", probe), "iot.registry")
+    assert _code(refused) == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_iot_devices_writes_the_registry_as_the_registry_principal(secured: Stack) -> None:
+    """`iot-devices` logged in as `registry` (its own topics, the iot-registry transactional
+    id): a tenant created and listed back; run as a process, as an operator runs it."""
+    cfg = secured.config
+    tenant = f"acl-{uuid.uuid4().hex[:8]}"
+    base = [
+        str(Path(sys.executable).with_name("iot-devices")),
+        "--kafka-bootstrap", cfg.kafka_bootstrap, "--kafka-security-protocol", "SASL_SSL",
+        "--kafka-sasl-username", "registry",
+        "--kafka-sasl-password-file", str(kafka_auth.secret_path(cfg, "registry")),
+        "--kafka-ssl-ca-file", str(kafka_auth.ca_file(cfg)),
+        "--mqtt-host", cfg.connect_host, "--mqtt-port", str(cfg.mqtt_port),
+        "--admin-password-file", str(admin_secret(cfg.secrets_dir)),
+    ]  # fmt: skip
+    for args in (["tenant", "create", tenant], ["tenant", "list"]):
+        done = subprocess.run(
+            [*base, *args], check=False, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    assert tenant in done.stdout
+    assert "AUTHORIZATION" not in done.stderr
