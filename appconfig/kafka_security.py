@@ -131,13 +131,16 @@ def spark_options(security: dict[str, str]) -> dict[str, str]:
 
 
 def delivery_timeouts(message_timeout_ms: int) -> dict[str, int]:
-    """A producer's ``message.timeout.ms`` with a ``request.timeout.ms`` a third of it.
+    """A producer's ``message.timeout.ms`` with a ``socket.timeout.ms`` a third of it.
 
-    A ProduceRequest sent to a leader that went silent (a hung or cut-off broker: no RST) waits
-    out the request timeout; only then does librdkafka drop the connection, learn the new leader
-    and retry. With both at 30 s (librdkafka's request default) the message failed instead,
-    although two of three nodes served (tests/api/plumbing/test_kafka_health_silent_node.py)."""
+    librdkafka bounds a ProduceRequest in flight by the lesser of ``socket.timeout.ms`` (60 s)
+    and the message's time left (``request.timeout.ms`` is the broker's ack timeout, never
+    enforced by the client). So a request sent to a leader that went silent (a hung or cut-off
+    broker: no RST) waited out the whole message time and failed, although two of three nodes
+    served (tests/api/plumbing/test_kafka_health_silent_node.py). A third of it times the request
+    out in time to drop the connection, learn the new leader and retry within the message's time.
+    """
     return {
         "message.timeout.ms": message_timeout_ms,
-        "request.timeout.ms": max(1000, min(30000, message_timeout_ms // 3)),
+        "socket.timeout.ms": max(5000, min(60000, message_timeout_ms // 3)),
     }
