@@ -232,9 +232,7 @@ class QueueLinks:
             own = self.settings.get(feed.queue) or self._defaults
             deadline = int(time.time() * 1000) + int(own.visibility_s * 1000)
             handles = [
-                qm.Handle(
-                    feed.queue, r.partition, r.offset, consumer.token(r), deadline, r.count + 1
-                )
+                qm.Handle(feed.queue, r.partition, r.offset, r.token, deadline, r.count + 1)
                 for r in fetched
             ]
             error = await self.door.producer.publish([

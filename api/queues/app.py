@@ -234,8 +234,7 @@ class QueueHandlers:
             fetched = await consumer.fetch(int(count), wait_s)
             if not fetched:
                 return _json({"messages": []})
-            tokens = [consumer.token(r) for r in fetched]
-            handles = await self._start(queue, fetched, tokens, visibility, own.max_deliveries)
+            handles = await self._start(queue, fetched, visibility, own.max_deliveries)
             await consumer.commit(fetched)  # the markers own them now
         return _json(
             {
@@ -254,17 +253,11 @@ class QueueHandlers:
         )
 
     async def _start(
-        self,
-        queue: str,
-        fetched: list[Received],
-        tokens: list[str],
-        visibility: int,
-        max_deliveries: int,
+        self, queue: str, fetched: list[Received], visibility: int, max_deliveries: int
     ) -> list[qm.Handle]:
         deadline = int(time.time() * 1000) + visibility
         handles = [
-            qm.Handle(queue, r.partition, r.offset, token, deadline, r.count + 1)
-            for r, token in zip(fetched, tokens, strict=True)
+            qm.Handle(queue, r.partition, r.offset, r.token, deadline, r.count + 1) for r in fetched
         ]
         markers = [
             Record(

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -34,6 +34,10 @@ _SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}  # a dead
 # partitions move within seconds (6 s is the broker's smallest session by default)
 
 
+def _new_token() -> str:
+    return uuid.uuid4().hex
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     partition: int
@@ -41,6 +45,11 @@ class Received:
     key: bytes | None
     value: bytes
     count: int  # deliveries it already had
+    # its delivery's token, made when it is read and kept while it waits in the buffer: a
+    # receive whose start markers timed out (written or not) and the next receive of the same
+    # record write one delivery, which the owner redelivers only if that is not answered; a
+    # record read again (its partition revoked, then assigned) is a new delivery
+    token: str = field(default_factory=_new_token, compare=False)
 
 
 def ensure_markers_topic(
@@ -89,18 +98,6 @@ class QueueConsumer(BufferedMember[Received]):
         }
         self._consumer = Consumer(settings)
         self._consumer.subscribe([queue], on_revoke=self._on_revoke, on_assign=self._on_assign)
-        self._tokens: dict[tuple[int, int], str] = {}
-
-    def token(self, record: Received) -> str:
-        """A buffered record's delivery token, the same on every try until it is committed: a
-        receive whose start markers timed out (written or not) and a later receive of the same
-        record write one delivery, which the owner redelivers only if that is not answered."""
-        return self._tokens.setdefault((record.partition, record.offset), uuid.uuid4().hex)
-
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        super()._on_revoke(consumer, partitions)
-        gone = {p.partition for p in partitions}
-        self._tokens = {k: t for k, t in self._tokens.items() if k[0] not in gone}
 
     def _record(self, msg: Any) -> Received | None:
         if msg.error() is not None:
@@ -111,8 +108,6 @@ class QueueConsumer(BufferedMember[Received]):
         )  # fmt: skip
 
     def _commit_blocking(self, handed: list[Received]) -> None:
-        for r in handed:
-            self._tokens.pop((r.partition, r.offset), None)
         failed = self._commit_handed(self.queue, handed)
         if failed is not None:  # moved meanwhile: handed out again (at-least-once)
             log.warning("queue %s: commit failed: %s", self.queue, failed)
