@@ -173,6 +173,16 @@ def create_grants(
         _wait(admin.create_acls(bindings, request_timeout=timeout), "ACL", timeout)
 
 
+def acls_of(admin: AdminClient, principal: str, timeout: float) -> list[AclBinding]:
+    """Every ACL of ``principal`` (``User:name``), whatever its resource, operation or host."""
+    anything: Any = None  # a filter's None matches any name or host (the stubs say str)
+    every = AclBindingFilter(
+        ResourceType.ANY, anything, ResourcePatternType.ANY, principal, anything,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    return list(admin.describe_acls(every, request_timeout=timeout).result(timeout=timeout))
+
+
 def prune_grants(
     config: StackConfig,
     keep: Iterable[Grant],
@@ -186,14 +196,9 @@ def prune_grants(
     wanted = {_binding(g) for g in keep}
     admin = _admin(config, bootstrap)
     stale: list[AclBinding] = []
-    anything: Any = None  # a filter's None matches any name or host (the stubs say str)
     for principal in principals:
-        every = AclBindingFilter(
-            ResourceType.ANY, anything, ResourcePatternType.ANY, principal, anything,
-            AclOperation.ANY, AclPermissionType.ANY,
-        )  # fmt: skip
         try:
-            found = admin.describe_acls(every, request_timeout=timeout).result(timeout=timeout)
+            found = acls_of(admin, principal, timeout)
         except KafkaException as exc:
             raise StackError(f"ACLs of {principal}: {exc.args[0]}") from exc
         stale += [b for b in found if b not in wanted]

@@ -21,14 +21,7 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import (
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
 
 from commands.client import CommandClient
 from stack import kafka_auth, mqtt_tls
@@ -347,10 +340,7 @@ def test_up_takes_back_an_earlier_versions_broad_grants(secured: Stack) -> None:
     kafka_auth.prepare(cfg)
     admin = AdminClient({"bootstrap.servers": cfg.kafka_bootstrap,
                          **kafka_auth.client_config(cfg)})  # fmt: skip
-    anything: Any = None
-    every = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, "User:bridge",
-                             anything, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
-    found = admin.describe_acls(every, request_timeout=30).result(timeout=30)
+    found: list[Any] = kafka_auth.acls_of(admin, "User:bridge", 30)  # the stubs' unions
     assert sorted((b.restype.name, b.name, b.operation.name, b.permission_type.name)
                   for b in found) == sorted(
         (g.resource.replace("cluster", "broker").upper(), g.name, g.operation.upper(),
