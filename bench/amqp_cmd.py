@@ -23,8 +23,6 @@ and refused, and the CPU seconds per answered command of iot-amqp and of the com
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import sys
 import time
 import uuid
@@ -37,7 +35,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 from bench.amqp_cmd_model import OK_BODY, CommandSettings, device_of, due, figures
-from bench.commands.processes import CMD_READY_LINE
+from bench.commands.processes import CMD_READY_LINE, Proc, spawn, wait_until, without_iot_env
 from bench.http_api import wait_ready
 from bench.procstat import CpuMeter
 from registry.errors import ConflictError
@@ -51,7 +49,6 @@ from stack.topics import TopicSpec, ensure_topics
 
 TENANT = "default"
 WARM_UP_S = 90.0  # every device's first command answered within this, or the phase fails
-READY_S = 90.0
 PRELUDE_S = 3.0
 
 
@@ -271,30 +268,6 @@ def _registry(
     return store, (f"svc/bench-app-{tag}", app), secrets
 
 
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
-def _wait_line(proc: subprocess.Popen[bytes], log: Path, line: str) -> None:
-    deadline = time.monotonic() + READY_S
-    while line not in log.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"command path not ready (exit {proc.poll()}):\n{tail}")
-        time.sleep(0.2)
-
-
 def command_phase(
     bootstrap: str,
     mqtt: tuple[str, int],
@@ -309,7 +282,7 @@ def command_phase(
     topics = {k: f"bench.amqpcmd.{k}.{tag}" for k in ("commands", "status", "replies", "dlq")}
     ensure_topics(bootstrap, [TopicSpec(n, compacted=k == "status") for k, n in topics.items()], 3)
     store, app, devices = _registry(bootstrap, tag, settings.devices)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
+    base = without_iot_env()
     env = base | {"PYTHONUNBUFFERED": "1", "IOT_MQTT_HOST": mqtt[0],
                   "IOT_MQTT_PORT": str(mqtt[1]), "IOT_KAFKA_BOOTSTRAP": bootstrap,
                   "IOT_COMMANDS_ENABLED": "1", "IOT_TOPIC_COMMANDS": topics["commands"],
@@ -325,12 +298,13 @@ def command_phase(
         env |= {"IOT_MQTT_USERNAME": mqtt_login[0], "IOT_MQTT_PASSWORD_FILE": str(mqtt_login[1])}
         login_args = ["--mqtt-username", mqtt_login[0], "--mqtt-password-file", str(mqtt_login[1])]
     cmd_log = workdir / f"command-path-{tag}.log"
-    cmd = _spawn([sys.executable, "-m", "commands.cli", "serve"], env, cmd_log)
+    cmd = spawn("iot-cmd serve", [sys.executable, "-m", "commands.cli", "serve"], env, cmd_log)
     port, http = free_port(), free_port()
-    amqp: subprocess.Popen[bytes] | None = None
+    amqp: Proc | None = None
     try:
-        _wait_line(cmd, cmd_log, CMD_READY_LINE)
-        amqp = _spawn(
+        wait_until(cmd, lambda: CMD_READY_LINE in cmd_log.read_text(errors="replace"), "ready")
+        amqp = spawn(
+            "iot-amqp",
             [sys.executable, "-m", "amqp", "--registry-auth", "--registry-topic", store.topic,
              "--log-level", "WARNING", "--kafka-bootstrap", bootstrap, "--amqp-port", str(port),
              "--amqps-port", "0", "--http-port", str(http), "--mqtt-host", mqtt[0],
@@ -341,7 +315,7 @@ def command_phase(
             base, workdir / f"iot-amqp-cmd-{tag}.log",
         )  # fmt: skip
         wait_ready(f"http://127.0.0.1:{http}/readyz")
-        meters = {"amqp": CpuMeter([amqp.pid]), "cmd": CpuMeter([cmd.pid])}
+        meters = {"amqp": CpuMeter([amqp.popen.pid]), "cmd": CpuMeter([cmd.popen.pid])}
         used: dict[str, float | None] = {}
 
         def start() -> None:
@@ -367,5 +341,5 @@ def command_phase(
     finally:
         for proc in (amqp, cmd):
             if proc is not None:
-                _stop(proc)
+                proc.stop(30)
         store.close()

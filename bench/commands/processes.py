@@ -69,7 +69,7 @@ class Proc:
             return None
 
 
-def _spawn(name: str, argv: list[str], env: dict[str, str], log: Path) -> Proc:
+def spawn(name: str, argv: list[str], env: dict[str, str], log: Path) -> Proc:
     with log.open("wb") as out:
         popen = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
@@ -77,7 +77,7 @@ def _spawn(name: str, argv: list[str], env: dict[str, str], log: Path) -> Proc:
     return Proc(name, popen, log)
 
 
-def _wait_until(proc: Proc, ready: Callable[[], bool], what: str) -> None:
+def wait_until(proc: Proc, ready: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready():
         proc.check()
@@ -86,7 +86,7 @@ def _wait_until(proc: Proc, ready: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
-def _without_iot_env() -> dict[str, str]:
+def without_iot_env() -> dict[str, str]:
     """This environment less any ``IOT_*``: a child sees only the settings given to it."""
     return {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
 
@@ -95,7 +95,7 @@ def start_command_path(
     mode: str, settings: dict[str, Any], workdir: Path
 ) -> tuple[Proc, Proc | None]:
     """``iot-bridge`` (+ ``iot-cmd serve`` when ``separate``), both ready."""
-    base = _without_iot_env()
+    base = without_iot_env()
     base["PYTHONUNBUFFERED"] = "1"
 
     def env_of(extra: Mapping[str, Any]) -> dict[str, str]:
@@ -106,7 +106,7 @@ def start_command_path(
     cmd_http = has_setting("command_http_port")
     cmd_http_port = free_port() if cmd_http else 0
     extra_http = {"command_http_port": cmd_http_port} if cmd_http else {}
-    bridge = _spawn(
+    bridge = spawn(
         "iot-bridge",
         [sys.executable, "-m", "commands.inline"],
         env_of(
@@ -121,13 +121,13 @@ def start_command_path(
     cmd: Proc | None = None
     try:
         if mode == "separate":
-            cmd = _spawn(
+            cmd = spawn(
                 "iot-cmd serve",
                 [sys.executable, "-m", "commands.cli", "serve"],
                 env_of({"http_port": free_port(), "commands_enabled": "1", **extra_http}),
                 workdir / "command-path.log",
             )
-        _wait_until(bridge, lambda: _http_ready(bridge_port) is True, "/readyz answering 200")
+        wait_until(bridge, lambda: _http_ready(bridge_port) is True, "/readyz answering 200")
         if cmd is not None:
             cmd_proc = cmd
             line_seen_at: list[float] = []
@@ -148,7 +148,7 @@ def start_command_path(
                     return time.monotonic() - line_seen_at[0] > 5
                 return False
 
-            _wait_until(cmd_proc, cmd_ready, "readiness")
+            wait_until(cmd_proc, cmd_ready, "readiness")
     except BaseException:
         for p in (cmd, bridge):
             if p is not None:
@@ -192,4 +192,4 @@ def start_sim(
         "--runs-dir", str(workdir / "runs"),
         "--processes", str(args.sim_processes),
     ]  # fmt: skip
-    return _spawn("iot-sim", argv, _without_iot_env(), workdir / "sim.log")
+    return spawn("iot-sim", argv, without_iot_env(), workdir / "sim.log")
