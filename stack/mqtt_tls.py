@@ -67,9 +67,10 @@ def ensure_ca(config: StackConfig) -> tuple[CaStore, bool]:
                     f"{store.dir} already holds another CA; the operator CA {own[0]} is used "
                     "only on first start (move the CA directory away to switch)"
                 )
+        names = server_names(config)
         try:
-            if store.cover_names(server_names(config)):
-                log.info("the TLS listeners' certificate issued again for %s", server_names(config))
+            if store.cover_names(names):
+                log.info("the TLS listeners' certificate issued again for %s", names)
         except (RegistryError, ValueError, OSError) as exc:
             raise StackError(f"the TLS listeners' certificate: {exc}") from exc
         return store, False
