@@ -21,11 +21,13 @@ from api.mr.apikeys import ApiKeyHandlers
 from api.mr.consumers import ConsumerPool
 from api.mr.metrics import ApiMetrics
 from api.operator.app import OperatorHandlers
+from api.plumbing import retired_clients
 from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
 from api.plumbing.kafka_producer import KafkaPublisher
 from api.plumbing.kafka_renew import RenewalCollector, Renewing
+from api.plumbing.loop_watch import LoopWatch
 from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
@@ -70,11 +72,13 @@ class ApiService:
         self.devices: DeviceHandlers | None = None
         self.health: KafkaHealth | None = None
         self._runner: web.AppRunner | None = None
+        self.loop_watch = LoopWatch()
         self.started = asyncio.Event()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(_THREADS, "api-io"))
+        self.loop_watch.start()
         self.admin.start()
         self.publisher.start()
         self.pool.start()
@@ -108,6 +112,7 @@ class ApiService:
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
         renewing: list[Renewing[Any]] = [self.admin.renewing, health.renewing]
         handlers.stats.registry.register(RenewalCollector(lambda: renewing))
+        handlers.stats.registry.register(self.loop_watch)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
             console = Console(
@@ -167,6 +172,9 @@ class ApiService:
             self.admin.close()
             if self.auth is not None:
                 self.auth.close()
+            self.loop_watch.stop()
+            # the replaced and closed long-lived clients, freed off the loop (retired_clients)
+            await asyncio.to_thread(retired_clients.drain, self.cfg.shutdown_timeout_s + 10)
         log.info("iot-api stopped")
 
     async def run(self) -> None:

@@ -15,6 +15,7 @@ import logging
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from api.plumbing import retired_clients
 from api.plumbing.kafka_renew import Renewing
 from appconfig.kafka_security import client_base
 
@@ -104,5 +105,6 @@ class KafkaHealth:
             await asyncio.wait({self._probing})
             if not self._probing.cancelled():
                 self._probing.exception()  # retrieved: a last failed probe is no news at stop
-            self._probing = None  # its exception's traceback holds the client's frames
+            self._probing = None
         self.renewing.close()
+        await asyncio.to_thread(retired_clients.drain, 10.0)

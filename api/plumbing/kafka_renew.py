@@ -23,6 +23,8 @@ from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from api.plumbing.retired_clients import retire
+
 log = logging.getLogger(__name__)
 C = TypeVar("C")
 R = TypeVar("R")
@@ -87,7 +89,8 @@ class Renewing(Generic[C]):
 
     def close(self) -> None:
         with self._lock:
-            self._client = None  # librdkafka frees a client once nothing refers to it
+            old, self._client = self._client, None
+        retire(old)
 
     @property
     def client(self) -> C:
@@ -120,12 +123,14 @@ class Renewing(Generic[C]):
         client = self.client
         try:
             return fn(client)
-        except Exception as exc:
-            if not timed_out(exc):
-                raise
-            renewed = self._timed_out(client, exc, fresh_retry)
-            if not (fresh_retry and renewed):
-                raise
+        except Exception as exc:  # noqa: BLE001 (raised again below)
+            # without its frames: they hold the client, which must not be freed wherever the
+            # error ends up (an event loop), see retire()
+            error = exc.with_traceback(None)
+        renewed = timed_out(error) and self._timed_out(client, error, fresh_retry)
+        del client
+        if not (fresh_retry and renewed):
+            raise error
         return self.call(fn)  # on the new client, its own timeout counted against it
 
     def _timed_out(self, client: C, exc: BaseException, now: bool = False) -> bool:
@@ -149,7 +154,7 @@ class Renewing(Generic[C]):
             "Kafka client %s stopped answering (%s); replaced it by a new one (%d so far)",
             self.name, exc or type(exc).__name__, self.renewals,
         )  # fmt: skip
-        del old  # dropped here, in the caller's worker thread, not on the event loop
+        retire(old)
         return True
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import traceback
 from concurrent.futures import Future
+from typing import ClassVar
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -168,3 +171,36 @@ def test_wait_all_gives_each_result_or_exception_and_times_out_on_an_unanswered_
     late.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
     with pytest.raises(KafkaException):
         wait_all({"a": answered, "b": late}, 1.0)
+
+
+class _Client:
+    """A stand-in client that records the thread that frees it."""
+
+    freed_in: ClassVar[list[str]] = []
+
+    def __del__(self) -> None:
+        _Client.freed_in.append(threading.current_thread().name)
+
+
+def test_a_replaced_client_is_freed_in_the_reaper_thread_not_where_its_error_lands() -> None:
+    """Freeing a librdkafka client waits for its broker threads (7 s behind a DNS lookup of a
+    cut-off host): the error a timed-out call raises must not hold the old client, which the
+    reaper thread frees instead, wherever the error is handled."""
+    _Client.freed_in = []
+    clock = Clock()
+    client: Renewing[_Client] = Renewing("t", _Client, failures=1, min_gap_s=0, clock=clock)
+    client.start()
+
+    def stuck(_c: _Client) -> None:
+        raise TimeoutError("unanswered")
+
+    with pytest.raises(TimeoutError) as raised:
+        client.call(stuck)
+    assert client.renewals == 1
+    frames = traceback.walk_tb(raised.value.__traceback__)
+    assert not [f for f, _ in frames if any(isinstance(v, _Client) for v in f.f_locals.values())]
+    deadline = time.monotonic() + 10
+    while not _Client.freed_in and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _Client.freed_in == ["kafka-client-reaper"]
+    client.close()

@@ -1,0 +1,54 @@
+"""Kafka clients let go of in a thread of their own, never on an event loop.
+
+Freeing a librdkafka client (the last reference to a Producer, Consumer or AdminClient
+dropped) waits until every one of its broker threads has ended, and a broker thread resolving
+a host name cannot end before the lookup does: a client whose bootstrap names a host cut off
+the network took 7 s to free in a compose container (Docker's DNS answers such a name only
+after its 10-s timeout). Dropped on the event loop, that is 7 s in which no request is
+answered; several at once kept iot-api's ``/readyz`` from answering for 30 s (issue 33's host
+loss test). So a client that is replaced or closed is handed to :func:`retire`, which keeps
+it for a moment (so that the references the caller still holds, its frames and errors, go
+first) and then drops it in the reaper thread; :func:`drain` waits until all are gone (a
+service's stop: no client outlives it)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+GRACE_S = 1.0  # long enough for the retiring call's own frames to unwind
+
+_retired: queue.SimpleQueue[tuple[float, Any]] = queue.SimpleQueue()
+_state = threading.Condition()  # guards the two below
+_pending = [0]  # retired, not yet freed
+_reaper: list[threading.Thread] = []  # the one reaper thread, once started
+
+
+def retire(client: Any) -> None:
+    """Let go of ``client`` (None: nothing to do) in the reaper thread, after ``GRACE_S``."""
+    if client is None:
+        return
+    with _state:
+        _pending[0] += 1
+        if not _reaper:
+            _reaper.append(threading.Thread(target=_reap, name="kafka-client-reaper", daemon=True))
+            _reaper[0].start()
+    _retired.put((time.monotonic() + GRACE_S, client))
+
+
+def drain(timeout_s: float) -> bool:
+    """Wait until every client retired so far is freed; False if some still is at timeout."""
+    with _state:
+        return _state.wait_for(lambda: _pending[0] == 0, timeout_s)
+
+
+def _reap() -> None:
+    while True:
+        due, client = _retired.get()
+        time.sleep(max(0.0, due - time.monotonic()))
+        del client  # librdkafka's destroy runs here, however long its threads take to end
+        with _state:
+            _pending[0] -= 1
+            _state.notify_all()
