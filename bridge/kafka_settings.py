@@ -29,6 +29,7 @@ def producer_rules(config: BridgeConfig, linger_ms: int) -> dict[str, Any]:
         "linger.ms": linger_ms,
         "compression.type": config.kafka_compression,
         "message.timeout.ms": config.kafka_message_timeout_ms,
+        "socket.timeout.ms": config.kafka_socket_timeout_ms,
         **kafka_client_security(config),
     }
 

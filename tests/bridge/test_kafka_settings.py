@@ -22,3 +22,10 @@ def test_sparse_reports_keep_the_gapless_guarantee_only_without_a_message_timeou
     assert "enable.gapless.guarantee" not in producer_config(
         BridgeConfig(kafka_report_per_message=True)
     )
+
+
+def test_a_request_to_a_silent_node_times_out_well_before_librdkafkas_minute() -> None:
+    """A Kafka node cut off without a reset held the bridge's writes for librdkafka's default
+    60 s (compose host loss, 69 s): 15 s by default, settable."""
+    assert producer_config(BridgeConfig())["socket.timeout.ms"] == 15000
+    assert producer_config(BridgeConfig(kafka_socket_timeout_ms=5000))["socket.timeout.ms"] == 5000
