@@ -42,6 +42,11 @@ class ApiConfig:
     )
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(5, "Producer linger.ms (a publish waits for its batch).")
+    kafka_consumer_stall_s: float = _setting(
+        30.0,
+        "A long-lived consumer (the console's tailer, the operator feed) whose partitions have "
+        "records past its position that it has not advanced on for this long is replaced (s).",
+    )
     # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
     kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
     kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
@@ -211,6 +216,7 @@ class ApiConfig:
                 "tls_cert_file and tls_key_file go together",
             ),
             (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
+            (self.kafka_consumer_stall_s > 0, "kafka_consumer_stall_s must be > 0"),
             (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
             (self.max_message_bytes >= 1, "max_message_bytes must be >= 1"),
             (

@@ -6,7 +6,6 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-from typing import Any
 
 from aiohttp import web
 
@@ -26,7 +25,7 @@ from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
 from api.plumbing.kafka_producer import KafkaPublisher
-from api.plumbing.kafka_renew import RenewalCollector, Renewing
+from api.plumbing.kafka_renew import RenewalCollector, Renewed
 from api.plumbing.loop_watch import LoopWatch
 from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
@@ -110,7 +109,8 @@ class ApiService:
         )
         app = build_app(handlers, self.auth, extra)
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
-        renewing: list[Renewing[Any]] = [self.admin.renewing, health.renewing]
+        # and the long-lived consumers replaced when they stall (receive nothing, records there)
+        renewing: list[Renewed] = [self.admin.renewing, health.renewing, self.operator.feed.stall]
         handlers.stats.registry.register(RenewalCollector(lambda: renewing))
         handlers.stats.registry.register(self.loop_watch)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
@@ -118,9 +118,10 @@ class ApiService:
             console = Console(
                 self.console_cfg, self.cfg.kafka_bootstrap, self.cfg.registry_topic,
                 lambda: published.get_sample_value("iot_api_published_messages_total") or 0.0,
+                stall_s=self.cfg.kafka_consumer_stall_s,
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
-            renewing.append(console.kafka.admin)
+            renewing += [console.kafka.admin, console.tailer.stall]
         self._runner = web.AppRunner(
             app,
             access_log=None,

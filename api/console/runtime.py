@@ -41,6 +41,7 @@ class Console:
         bootstrap: str,
         registry_topic: str,
         http_in: Callable[[], float] = lambda: 0.0,
+        stall_s: float = 30.0,
     ) -> None:
         self.cfg = cfg
         self.bootstrap = bootstrap
@@ -51,7 +52,8 @@ class Console:
         )  # fmt: skip
         self.kafka = KafkaView(bootstrap)
         self.fleet = FleetState()
-        self.tailer = Tailer(bootstrap, TOPICS | {"audit": cfg.console_audit_topic}, self.fleet)
+        topics = TOPICS | {"audit": cfg.console_audit_topic}
+        self.tailer = Tailer(bootstrap, topics, self.fleet, stall_s)  # replaced if it stalls
         self.sites: SitesWatch | None = None
         if cfg.console_sites_password_file:  # docs/edge.md: the sites' retained state/status
             self.sites = SitesWatch(

@@ -2,7 +2,10 @@
 
 Starts a little back in history so pages have something at once: compacted topics (presence,
 command status) and the audit trail from their beginning, the others from their last records.
-Kafka down is tolerated: the thread retries and ``kafka_ok`` says so.
+Kafka down is tolerated: the thread retries and ``kafka_ok`` says so. A consumer that silently
+stops receiving (librdkafka raises nothing: it fetches nothing while the topics' high
+watermarks move on) is found by its :class:`StallJudge` (checked every ``stall_s / 3`` s, at
+most 10 s) and replaced after ``stall_s`` without progress, resuming where it was (issue 32).
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
+from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
+from api.plumbing.kafka_renew import consumer_stall
+from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
 from bridge.topics import tenant_kafka_topic
 from registry import ids
@@ -58,7 +64,13 @@ def tenant_copies(topics: Mapping[str, str], names: Iterable[str]) -> dict[str, 
 
 
 class Tailer:
-    def __init__(self, bootstrap: str, topics: Mapping[str, str], state: FleetState) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Mapping[str, str],
+        state: FleetState,
+        stall_s: float = 30.0,
+    ) -> None:
         self.bootstrap = bootstrap
         self.topics = dict(topics)  # kind -> topic name
         self.state = state
@@ -68,6 +80,10 @@ class Tailer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
+        self._started: dict[tuple[str, int], int] = {}  # where each partition was first read
+        self.stall = StallJudge("console-tailer", stall_s)  # counted on /metrics
+        self._judge_every_s = min(10.0, stall_s / 3)
+        self.on_assign: Callable[[Consumer], None] | None = None  # tests: each new consumer
         self.tenant_topics = 0  # tenants' copies assigned now
         self._tenant_of: dict[str, str] = {}  # a tenant's topic -> the tenant
 
@@ -99,6 +115,7 @@ class Tailer:
             for p in t.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
                 start = low if back is None else max(low, high - back)
+                start = self._started.setdefault((topic, p), start)  # a renewal: the same
                 if (topic, p) not in self._next:  # first read: from its start or not
                     whole = whole and start <= low
                 start = max(self._next.get((topic, p), start), low)
@@ -113,8 +130,24 @@ class Tailer:
         names = consumer.list_topics(timeout=5).topics
         return len(tenant_copies(self.topics, names)) != self.tenant_topics
 
+    def _stalled(self, consumer: Consumer) -> bool:
+        """Whether ``consumer`` stalled (then counted and logged: the caller replaces it)."""
+        handed = self._started | self._next  # this thread alone writes them
+        stuck = consumer_stall(consumer, self.stall, handed, 5.0, time.monotonic())
+        if not stuck:
+            return False
+        self.stall.renewed()
+        log.warning(
+            "console: the tailer's Kafka consumer receives nothing while %d partitions (%s:%d"
+            "%s) have records past its position for %.0f s; replacing it (%d so far)",
+            len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", self.stall.stall_s,
+            self.stall.renewals,
+        )  # fmt: skip
+        return True
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            stalled = False
             consumer = Consumer(
                 {**client_base(self.bootstrap),
                  "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
@@ -122,8 +155,11 @@ class Tailer:
             )  # fmt: skip
             try:
                 kinds = self._assign(consumer)
+                self.stall.reset()  # a new consumer: nothing held against it
+                if self.on_assign is not None:
+                    self.on_assign(consumer)
                 missing = set(self.topics.values()) - set(kinds)
-                checked = time.monotonic()
+                checked = judged = time.monotonic()
                 self.kafka_ok, self.error = True, ""
                 while not self._stop.is_set():
                     msgs = take(consumer, 1000, 0.5)  # a record is shown once fetched
@@ -143,9 +179,16 @@ class Tailer:
                         if missing or self._new_tenant_topics(consumer):
                             break  # a topic created since: assign again (state is kept)
                         checked = time.monotonic()
+                    if time.monotonic() - judged >= self._judge_every_s:
+                        judged = time.monotonic()
+                        if stalled := self._stalled(consumer):
+                            break  # a new consumer resumes at self._next
             except (KafkaException, KeyError) as exc:
                 self.kafka_ok, self.error = False, str(exc)
                 log.warning("console: reading Kafka failed (%s); retrying", exc)
                 self._stop.wait(2)
             finally:
-                consumer.close()
+                if stalled:  # freed off this thread: its broker threads may take long to end
+                    retire(consumer)
+                else:
+                    consumer.close()

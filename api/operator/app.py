@@ -60,7 +60,7 @@ class OperatorHandlers(RegistryRoutes):
             shard_ports=cfg.registry_mqtt_shard_ports,
         )  # fmt: skip
         self.feed = FleetFeed(cfg.kafka_bootstrap, cfg.topic_command_status,
-                              cfg.topic_command_replies)  # fmt: skip
+                              cfg.topic_command_replies, cfg.kafka_consumer_stall_s)  # fmt: skip
         self.path: CommandPath | None = None
         self._started = asyncio.Lock()
         self.closing = asyncio.Event()

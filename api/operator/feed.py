@@ -6,7 +6,10 @@ Started by the first request that needs it, so a service used only for pub/sub n
 telemetry topics. Compacted topics (presence) are read from their beginning, the others from
 their last records (``BACKLOG``); a topic that appears later (a new tenant's) is read from its
 beginning once the periodic metadata check finds it. Older commands are read from Kafka on
-demand (:mod:`api.operator.kafka`).
+demand (:mod:`api.operator.kafka`). A consumer that silently stops receiving (it fetches
+nothing while the topics' high watermarks move on; librdkafka raises nothing) is found by its
+:class:`StallJudge` and replaced after ``stall_s`` without progress, resuming where it was
+(issue 32, as the console's tailer).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,7 +28,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
 from api.operator.model import status_tenant
+from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
+from api.plumbing.kafka_renew import consumer_stall
+from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
 from registry.ids import DEFAULT_TENANT
 from registry.topics import device_username
@@ -38,7 +45,9 @@ _RECHECK_S = 5.0
 
 
 class FleetFeed:
-    def __init__(self, bootstrap: str, status_topic: str, replies_topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, status_topic: str, replies_topic: str, stall_s: float = 30.0
+    ) -> None:
         self.bootstrap = bootstrap
         self.status_topic = status_topic
         self.replies_topic = replies_topic
@@ -48,7 +57,11 @@ class FleetFeed:
         self._assigned = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._next: dict[tuple[str, int], int] = {}
+        self._next: dict[tuple[str, int], int] = {}  # a new consumer resumes, never repeats
+        self._started: dict[tuple[str, int], int] = {}  # where each partition was first read
+        self.stall = StallJudge("operator-feed", stall_s)  # counted on /metrics
+        self._judge_every_s = min(10.0, stall_s / 3)
+        self.on_assign: Callable[[Consumer], None] | None = None  # tests: each new consumer
         self._start_lock = threading.Lock()
 
     def _kind(self, topic: str) -> tuple[str, str] | None:
@@ -87,14 +100,32 @@ class FleetFeed:
             for p in t.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
                 start = low if back is None or not first else max(low, high - back)
+                start = self._started.setdefault((topic, p), start)  # a renewal: the same
                 start = max(self._next.get((topic, p), start), low)
                 assignment.append(TopicPartition(topic, p, start))
         consumer.assign(assignment)
         return names
 
+    def _stalled(self, consumer: Consumer) -> bool:
+        """Whether ``consumer`` stalled (then counted and logged: the caller replaces it)."""
+        with self.lock:
+            handed = self._started | self._next
+        stuck = consumer_stall(consumer, self.stall, handed, 5.0, time.monotonic())
+        if not stuck:
+            return False
+        self.stall.renewed()
+        log.warning(
+            "operator feed: its Kafka consumer receives nothing while %d partitions (%s:%d"
+            "%s) have records past its position for %.0f s; replacing it (%d so far)",
+            len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", self.stall.stall_s,
+            self.stall.renewals,
+        )  # fmt: skip
+        return True
+
     def _run(self) -> None:
         first = True
         while not self._stop.is_set():
+            stalled = False
             consumer = Consumer(
                 {**client_base(self.bootstrap),
                  "group.id": f"iot-api-fleet-{uuid.uuid4().hex}",  # never joined: assign only
@@ -103,9 +134,12 @@ class FleetFeed:
             try:
                 known = self._assign(consumer, first)
                 first = False
+                self.stall.reset()  # a new consumer: nothing held against it
+                if self.on_assign is not None:
+                    self.on_assign(consumer)
                 self.kafka_ok = True
                 self._assigned.set()
-                checked = time.monotonic()
+                checked = judged = time.monotonic()
                 while not self._stop.is_set():
                     self._apply(take(consumer, 1000, 0.2))
                     if time.monotonic() - checked > _RECHECK_S:
@@ -116,12 +150,19 @@ class FleetFeed:
                         }  # fmt: skip
                         if found - known:
                             break  # a new tenant's topic: assign again (positions are kept)
+                    if time.monotonic() - judged >= self._judge_every_s:
+                        judged = time.monotonic()
+                        if stalled := self._stalled(consumer):
+                            break  # a new consumer resumes at self._next
             except KafkaException as exc:
                 self.kafka_ok = False
                 log.warning("operator feed: reading Kafka failed (%s); retrying", exc)
                 self._stop.wait(2)
             finally:
-                consumer.close()
+                if stalled:  # freed off this thread: its broker threads may take long to end
+                    retire(consumer)
+                else:
+                    consumer.close()
 
     def _apply(self, msgs: list[Any]) -> None:
         with self.lock:

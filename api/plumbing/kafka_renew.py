@@ -7,7 +7,13 @@ same process answers it in milliseconds. So every call through :class:`Renewing`
 bounded time, and a client whose calls time out ``failures`` times in a row is dropped and made
 anew (at most once per ``min_gap_s``, so that a Kafka that is really down costs one new client
 per gap, not one per call). What happened is counted per client (``renewals``, ``failures``),
-for ``/metrics`` (:class:`RenewalCollector`)."""
+for ``/metrics`` (:class:`RenewalCollector`).
+
+A long-lived consumer raises nothing when it wedges: it fetches nothing while its partitions'
+high watermarks move on. :func:`consumer_stall` asks Kafka those high watermarks within a
+bounded wait and has :class:`~api.plumbing.consumer_stall.StallJudge` (pure) say whether the
+consumer stalled; its owner (the console's tailer, the operator feed) then replaces it, hands
+the old one to :func:`retire`, and the judge counts it on the same ``/metrics`` family."""
 
 from __future__ import annotations
 
@@ -17,12 +23,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, wait
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from api.plumbing.consumer_stall import Partition, StallJudge
 from api.plumbing.retired_clients import retire
 
 log = logging.getLogger(__name__)
@@ -158,22 +165,68 @@ class Renewing(Generic[C]):
         return True
 
 
+def consumer_stall(
+    consumer: Consumer,
+    judge: StallJudge,
+    handed: Mapping[Partition, int],
+    timeout_s: float,
+    now: float,
+) -> list[Partition]:
+    """The partitions of ``consumer``'s assignment that ``judge`` finds stalled at ``now``.
+
+    Each partition's high watermark is asked of Kafka (one ListOffsets per leader, within
+    ``timeout_s``: a request left unanswered raises KafkaException, as any other failing call
+    of the consumer); its position is the later of librdkafka's and ``handed``'s (the next
+    offset the owner has yet to get, or where it was assigned)."""
+    parts = consumer.assignment()
+    if not parts:
+        return []
+    asked = [TopicPartition(p.topic, p.partition, OFFSET_END) for p in parts]  # latest
+    highs = {
+        (p.topic, p.partition): p.offset
+        for p in consumer.offsets_for_times(asked, timeout=timeout_s)
+        if p.error is None
+    }  # fmt: skip
+    positions = {
+        (p.topic, p.partition): max(p.offset, handed.get((p.topic, p.partition), -1))
+        for p in consumer.position(parts)
+    }  # fmt: skip
+    return judge.check(now, positions, highs)
+
+
+class Renewed(Protocol):
+    """What :class:`RenewalCollector` reads of a renewed client (:class:`Renewing`, or the
+    :class:`StallJudge` of a long-lived consumer)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def renewals(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+
 class RenewalCollector(Collector):
     """``iot_api_kafka_client_renewals_total{client}`` and ``iot_api_kafka_client_failing``
-    (timeouts in a row now) for the clients ``clients()`` names."""
+    (timeouts in a row now, or a consumer's partitions behind without progress) for the
+    clients ``clients()`` names."""
 
-    def __init__(self, clients: Callable[[], Iterable[Renewing[Any]]]) -> None:
+    def __init__(self, clients: Callable[[], Iterable[Renewed]]) -> None:
         self._clients = clients
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         renewals = CounterMetricFamily(
             "iot_api_kafka_client_renewals",
-            "Long-lived Kafka clients replaced because their calls kept timing out",
+            "Long-lived Kafka clients replaced because their calls kept timing out, or a "
+            "consumer stalled (behind its partitions' high watermarks without progress)",
             labels=["client"],
         )
         failing = GaugeMetricFamily(
             "iot_api_kafka_client_failing",
-            "Calls of a long-lived Kafka client that timed out in the last minute (0: it answers)",
+            "Calls of a long-lived Kafka client that timed out in the last minute, or a "
+            "consumer's partitions behind without progress at its last check (0: it answers)",
             labels=["client"],
         )
         for found in self._clients():

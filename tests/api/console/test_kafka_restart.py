@@ -87,5 +87,7 @@ def test_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_and_restart(
         with urllib.request.urlopen(f"{base}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         assert 'iot_api_kafka_client_renewals_total{client="console-admin"}' in metrics
+        for consumer in ("console-tailer", "operator-feed"):  # the stall-checked consumers
+            assert f'iot_api_kafka_client_renewals_total{{client="{consumer}"}}' in metrics
     finally:
         stop_api(api)

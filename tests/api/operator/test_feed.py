@@ -1,12 +1,19 @@
-"""The operator feed's record handling (no Kafka: records as the consumer hands them)."""
+"""The operator feed's record handling (records as the consumer hands them), and its consumer
+replaced when it receives nothing (a real Kafka: the session's)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
+from confluent_kafka import Consumer, Producer
 
 from api.operator.feed import FleetFeed
+from tests.conftest import Endpoints
 
 
 @dataclass
@@ -94,3 +101,38 @@ def test_commands_carry_their_tenant_and_replies() -> None:
     assert c2["tenant"] == "default"  # no tenant in the command: the default tenant's
     assert feed.command("nope") is None
     assert {c["command_id"] for c in feed.commands()} == {"c1", "c2"}
+
+
+def test_a_feed_whose_consumer_receives_nothing_is_replaced_and_reads_on(
+    stack: Endpoints, topic_factory: Callable[..., str]
+) -> None:
+    """As the console's tailer: the first consumer's partitions are paused through the feed's
+    own hook (it fetches nothing, raises nothing); the stall judge replaces it and the new one,
+    resuming where the first stood, hands over the commands' statuses sent meanwhile."""
+    status, replies = topic_factory("status", partitions=2), topic_factory("replies", 1)
+    feed = FleetFeed(stack.kafka_bootstrap, status, replies, stall_s=4.0)
+    wedged = threading.Event()
+
+    def wedge(consumer: Consumer) -> None:
+        if not wedged.is_set():  # the first consumer only
+            consumer.pause(consumer.assignment())
+            wedged.set()
+
+    feed.on_assign = wedge
+    try:
+        asyncio.run(feed.ensure_started(20.0))
+        assert wedged.is_set(), "the feed never assigned its topics"
+        producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+        ids = [f"c{i}" for i in range(10)]
+        for cid in ids:
+            doc = {"command_id": cid, "state": "sent", "device_id": "d", "at": 1,
+                   "command": {"name": "n", "tenant": "acme"}}  # fmt: skip
+            producer.produce(status, key=cid.encode(), value=orjson.dumps(doc))
+        assert producer.flush(10) == 0
+        deadline = time.monotonic() + 25  # stall_s + a check + a new consumer, loaded
+        while time.monotonic() < deadline and not all(feed.command(c) for c in ids):
+            time.sleep(0.2)
+        assert [c for c in ids if feed.command(c) is None] == []
+        assert feed.stall.renewals >= 1  # read by a new consumer, not by the paused one
+    finally:
+        feed.stop()
