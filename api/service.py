@@ -121,7 +121,7 @@ class ApiService:
                 stall_s=self.cfg.kafka_consumer_stall_s,
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
-            renewing += [console.kafka.admin, console.tailer.stall]
+            renewing += [console.kafka.admin, console.kafka.group_offsets, console.tailer.stall]
         self._runner = web.AppRunner(
             app,
             access_log=None,

@@ -14,7 +14,6 @@ import orjson
 from confluent_kafka import (
     OFFSET_END,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
@@ -22,6 +21,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from api.console.group_offsets import GroupOffsets, GroupOffsetsError
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, wait_all
 from appconfig.kafka_security import client_base, delivery_timeouts
@@ -83,6 +83,10 @@ class KafkaView:
             failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
         )
         self._producer: Producer | None = None
+        # not through the admin client above: its ListConsumerGroupOffsets can crash iot-api
+        self.group_offsets = GroupOffsets(
+            {**client_base(bootstrap), "client.id": "iot-console-groups"}, timeout_s
+        )
 
     def start(self) -> None:
         self.admin.start()
@@ -104,6 +108,7 @@ class KafkaView:
         if self._producer is not None:
             self._producer.flush(5)
         self.admin.close()
+        self.group_offsets.close()
         self._producer = None
 
     def _meta(self) -> Any:
@@ -165,29 +170,25 @@ class KafkaView:
             wanted = sorted((g for g in listed.valid
                              if not g.group_id.startswith("iot-console-probe-")),
                             key=lambda g: g.group_id)  # fmt: skip
-            committed = self.admin.call(lambda a: wait_all({
-                g.group_id: a.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(g.group_id)], request_timeout=self.timeout_s
-                )[g.group_id] for g in wanted}, self.timeout_s + 1.0))  # fmt: skip
-        except (KafkaException, TimeoutError) as exc:
+            committed = self.group_offsets.committed([g.group_id for g in wanted])
+        except (KafkaException, TimeoutError, GroupOffsetsError) as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
-        offsets = {g: [tp for tp in r.topic_partitions or [] if tp.offset >= 0]
-                   for g, r in committed.items() if not isinstance(r, BaseException)}  # fmt: skip
-        asked = {(tp.topic, tp.partition) for tps in offsets.values() for tp in tps}
+        offsets = {g: r for g, r in committed.items() if isinstance(r, list)}
+        asked = {(t, p) for tps in offsets.values() for t, p, _ in tps}
         highs = self._offsets([TopicPartition(t, p) for t, p in sorted(asked)],
                               OffsetSpec.latest(), partial=True)  # fmt: skip
         out = []
         for g in wanted:
             state, lag = getattr(g.state, "name", str(g.state)), dict[str, int]()
-            if g.group_id not in offsets:  # not read: gone since (left out), or not yet (said)
-                error = committed[g.group_id].args[0]
-                if error.code() != KafkaError.GROUP_ID_NOT_FOUND:
+            found = committed.get(g.group_id, (KafkaError._TIMED_OUT, "not answered"))
+            if isinstance(found, tuple):  # not read: gone since (left out), or not yet (said)
+                if found[0] != KafkaError.GROUP_ID_NOT_FOUND:
                     out.append({"group": g.group_id, "state": state, "lag": lag,
-                                "total_lag": 0, "error": error.str()})  # fmt: skip
+                                "total_lag": 0, "error": found[1]})  # fmt: skip
                 continue
-            for tp in offsets[g.group_id]:
-                if (high := highs.get((tp.topic, tp.partition))) is not None:
-                    lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - tp.offset)
+            for topic, partition, offset in found:
+                if (high := highs.get((topic, partition))) is not None:
+                    lag[topic] = lag.get(topic, 0) + max(0, high - offset)
             out.append({"group": g.group_id, "state": state, "lag": lag,
                         "total_lag": sum(lag.values())})  # fmt: skip
         return out

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from api.console.group_offsets import GroupOffsetsError, Offsets, ask, timed_out
 from api.console.kafka_view import KafkaDownError, KafkaView
 
 ANSWER_S = 0.3  # each fake request answers this long after it was sent
@@ -66,10 +67,25 @@ class FakeAdmin:
         return out
 
 
+class InProcess:
+    """The group offsets' child, in this process and on the fake admin client (the child's
+    own behaviour, crashes and all, is tested on a real Kafka: test_group_offsets.py)."""
+
+    def __init__(self, admin: FakeAdmin) -> None:
+        self.admin = admin
+
+    def committed(self, groups: list[str]) -> dict[str, Offsets | tuple[int, str]]:
+        found = ask(self.admin, groups, 1.0)
+        if timed_out(found):
+            raise GroupOffsetsError("timed out asking Kafka")
+        return found
+
+
 def _view(admin: FakeAdmin) -> KafkaView:
     view = KafkaView("127.0.0.1:1", timeout_s=1.0)
     view.admin._make = lambda: admin  # type: ignore[assignment,return-value]
     view.admin.start()
+    view.group_offsets = InProcess(admin)  # type: ignore[assignment]
     return view
 
 
@@ -109,21 +125,21 @@ def test_unanswered_requests_are_kafka_down_and_the_admin_client_is_replaced() -
     assert view.admin.renewals == 1
 
 
-def test_requests_answered_with_librdkafkas_timeout_replace_the_admin_client() -> None:
-    """A wedged admin client (librdkafka#5511) answers each group's offsets with _TIMED_OUT."""
+def test_group_offsets_answered_with_librdkafkas_timeout_are_kafka_down() -> None:
+    """A wedged admin client (librdkafka#5511) answers each group's offsets with _TIMED_OUT:
+    the group offsets' child says so (and is replaced, test_group_offsets.py); the page says
+    Kafka does not answer."""
     admin = FakeAdmin(groups=3)
     view = _view(admin)
-    view.admin._made_at -= 60
 
-    def timed_out(request: list[Any], request_timeout: float) -> Any:
+    def stuck(request: list[Any], request_timeout: float) -> Any:
         failed: Future[Any] = Future()
         failed.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
         return {request[0].group_id: failed}
 
-    admin.list_consumer_group_offsets = timed_out  # type: ignore[method-assign]
+    admin.list_consumer_group_offsets = stuck  # type: ignore[method-assign]
     with pytest.raises(KafkaDownError):
         view.groups()
-    assert view.admin.renewals == 1
 
 
 def test_a_group_whose_offsets_kafka_refused_is_listed_with_its_error_and_a_gone_one_not() -> None:
