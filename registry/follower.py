@@ -12,7 +12,12 @@ nothing changed (measured in docs/security.md, "Read your writes"); callers shar
 between concurrent requests (api.plumbing.auth).
 
 The consumer is kept open between calls (one TCP connection, its fetch position kept), unlike
-:meth:`registry.kafka_store.KafkaStore.read_since`, which opens a consumer per call.
+:meth:`registry.kafka_store.KafkaStore.read_since`, which opens a consumer per call. The client
+that asks for the end is made anew after a query that failed: it fetches nothing, so nothing
+else makes librdkafka look for a new partition leader, and its ListOffsets kept going to the
+dead leader of a 3-node cluster until that node came back (bench/results/chaos.md, "3-node
+Kafka": every iot-api login refused for the 42 s the node was away, not the seconds the
+cluster took to elect another leader).
 """
 
 from __future__ import annotations
@@ -67,7 +72,10 @@ class RegistryFollower:
         self._consumer = consumer
         # The end is asked on a connection of its own: on the fetching consumer's, the answer
         # queues behind the broker's held fetch (fetch.wait.max.ms): measured ~100 ms a check.
-        self._probe = Consumer(
+        self._probe = self._new_probe()
+
+    def _new_probe(self) -> Consumer:
+        return Consumer(
             {
                 **self.client_base,
                 "group.id": f"iot-registry-end-{uuid.uuid4().hex[:8]}",
@@ -75,6 +83,13 @@ class RegistryFollower:
                 "isolation.level": "read_committed",
             }
         )
+
+    def _renew_probe(self) -> None:
+        """A new end client (its first query reads the leaders afresh); the old one closed
+        in a thread of its own, as closing waits for its broker threads (a dead node's)."""
+        old, self._probe = self._probe, self._new_probe()
+        if old is not None:
+            threading.Thread(target=old.close, name="registry-probe-close", daemon=True).start()
 
     @property
     def position(self) -> dict[int, int]:
@@ -104,6 +119,7 @@ class RegistryFollower:
                 ends = {p: self._end(p) for p in self._position}
             except StoreError:
                 self._failed_at = time.monotonic()
+                self._renew_probe()
                 if strict:
                     raise
                 return self._queued(consumer)

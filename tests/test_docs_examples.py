@@ -310,6 +310,8 @@ NOT_RUN = {
     "make chaos": _BENCH,
     "make chaos 'CHAOS_ARGS=--services kafka,api --faults kill9,stop30'": _BENCH,
     "python -m bench.chaos --dry-run": "tests/bench/chaos/test_cli.py runs its --dry-run",
+    "python -m bench.chaos --kafka-nodes 3 --no-analytics --services "
+    "kafka-broker,kafka-controller --faults kill9,stop30,restart --out /tmp/chaos3.md": _BENCH,
     "make bench-soak 'SOAK_ARGS=--duration 300'": _BENCH,
     "python -m bench.soak --render bench/results/soak.json": "re-renders the recorded soak "
     "results in place (it would rewrite bench/results/); tests/bench/soak/ tests it",

@@ -19,6 +19,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.chaos.load import MR_TOPIC, ClientPath, Load
 from bench.chaos.stack import ChaosStack
+from stack.errors import StackError
+from stack.kafka_health import cluster_view
 from stack.ports import port_open
 
 # iot-api's default visibility (30 s) + its clock grace (1 s) + a tick's round trip, with room
@@ -126,7 +128,7 @@ def not_ready(stack: ChaosStack) -> list[str]:
     """The services not running or not ready now."""
     state = stack.link.state()
     waiting = []
-    expected = ["mosquitto", "kafka", "bridge", "commands", "api", "devices"]
+    expected = ["mosquitto", *stack.kafka_services, "bridge", "commands", "api", "devices"]
     if stack.analytics:
         expected.append("analytics")
     for name in expected:
@@ -135,8 +137,9 @@ def not_ready(stack: ChaosStack) -> list[str]:
             waiting.append(name)
     if not port_open("127.0.0.1", stack.mqtt_port):
         waiting.append("mosquitto port")
-    if not port_open("127.0.0.1", stack.ports["kafka"]):
-        waiting.append("kafka port")
+    for name, port in zip(stack.kafka_services, stack.kafka_ports, strict=True):
+        if not port_open("127.0.0.1", port):
+            waiting.append(f"{name} port")
     waiting += [f"{n} ready" for n, url in stack.ready_urls.items() if not _http_ok(url)]
     return waiting
 
@@ -148,6 +151,22 @@ def wait_ready(stack: ChaosStack, timeout: float) -> tuple[float, list[str]]:
         if not waiting or time.monotonic() - started > timeout:
             return time.monotonic() - started, waiting
         time.sleep(0.5)
+
+
+def wait_in_sync(stack: ChaosStack, timeout: float) -> float | None:
+    """Seconds until the cluster reports every node and no under-replicated partition (None:
+    not within ``timeout``)."""
+    started = time.monotonic()
+    while time.monotonic() - started <= timeout:
+        try:
+            view = cluster_view(stack.bootstrap, timeout=5)
+        except StackError:  # no node answered: ask again
+            view = None
+        whole = view is not None and len(view.brokers) == stack.kafka_nodes
+        if whole and view is not None and not view.under_replicated:
+            return time.monotonic() - started
+        time.sleep(1)
+    return None
 
 
 def worst_error(paths: dict[str, ClientPath]) -> str:

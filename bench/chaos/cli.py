@@ -8,17 +8,38 @@ import sys
 import time
 from pathlib import Path
 
-from bench.chaos.names import FAULT_HELP, FAULTS, SERVICES, ChaosUsageError, cells, select
+from bench.chaos.names import (
+    CLUSTER_SERVICES,
+    FAULT_HELP,
+    FAULTS,
+    SERVICES,
+    ChaosUsageError,
+    cells,
+    select,
+    select_services,
+)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
-    p.add_argument("--services", help=f"comma-separated, of: {', '.join(SERVICES)} (default all)")
+    p.add_argument(
+        "--services",
+        help=f"comma-separated, of: {', '.join(SERVICES)}; with --kafka-nodes 3 "
+        f"{', '.join(CLUSTER_SERVICES)} instead of kafka (default all)",
+    )
     p.add_argument(
         "--faults",
         help="comma-separated, of: "
         + "; ".join(f"{k} ({v})" for k, v in FAULT_HELP.items())
         + " (default all)",
+    )
+    p.add_argument(
+        "--kafka-nodes",
+        type=int,
+        default=1,
+        help="1 (default) or 3: `up --kafka-nodes 3`, the replicated KRaft cluster; its "
+        "services kafka-broker (a node that is not the active controller, chosen at fault "
+        "time) and kafka-controller (the active controller at fault time)",
     )
     p.add_argument(
         "--no-analytics",
@@ -39,7 +60,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
-        services = select(args.services, SERVICES, "service")
+        services = select_services(args.services, args.kafka_nodes)
         faults = select(args.faults, FAULTS, "fault")
     except ChaosUsageError as exc:
         print(f"python -m bench.chaos: error: {exc}", file=sys.stderr)
@@ -57,9 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     command = " ".join(argv if argv is not None else sys.argv[1:])
 
+    title = "Chaos matrix" + (" (3 Kafka nodes)" if args.kafka_nodes == 3 else "")
+
     def write(results: list[run.Cell]) -> str:
         text = (
-            f"# Chaos matrix\n\nRun {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
+            f"# {title}\n\nRun {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
             f"(`python -m bench.chaos {command}`).\n\n"
             "Each cell: `lost / duplicates / seconds until every service was ready and every "
             "client path answered again`.\n\n"
@@ -72,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(text)
         return text
 
-    results = run.run(todo, analytics=not args.no_analytics, keep=args.keep, on_cell=write)
+    results = run.run(
+        todo,
+        analytics=not args.no_analytics,
+        keep=args.keep,
+        on_cell=write,
+        kafka_nodes=args.kafka_nodes,
+    )
     print(write(results))
     return 0

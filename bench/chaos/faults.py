@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.chaos.stack import ChaosStack
+from stack.errors import StackError
+from stack.kafka_health import quorum_status
 
 HANG_S = 30.0  # SIGSTOP .. SIGCONT
 DISK_FULL_S = 30.0  # the data dir full .. space returned
@@ -22,6 +24,39 @@ FILLER = ".chaos-filler"
 
 class FaultError(RuntimeError):
     """A fault could not be injected (no pid, no tmpfs mount)."""
+
+
+def controller(stack: ChaosStack, timeout: float = 120) -> int:
+    """The node id of the active KRaft controller now: the raft leader as the metadata quorum
+    reports it (not AdminClient's `controller_id`, which names some broker), asked again while
+    the quorum has no leader (an election) or does not answer."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            leader = quorum_status(stack.bootstrap, timeout=60).leader_id
+        except (StackError, OSError, subprocess.TimeoutExpired) as exc:
+            last = str(exc)
+        else:
+            if 1 <= leader <= stack.kafka_nodes:
+                return leader
+            last = f"no leader (node {leader})"
+        time.sleep(2)
+    raise FaultError(f"no active KRaft controller found within {timeout:.0f} s: {last[-200:]}")
+
+
+def target(stack: ChaosStack, service: str) -> str:
+    """The supervised service a cell's fault hits: the service itself, or for a cluster's
+    `kafka-controller` the node that is the active controller now and for `kafka-broker` the
+    first node that is not (`kafka-N`)."""
+    if service not in ("kafka-broker", "kafka-controller"):
+        return service
+    if stack.kafka_nodes < 3:
+        raise FaultError(f"{service} needs the 3-node cluster (--kafka-nodes 3)")
+    leader = controller(stack)
+    if service == "kafka-controller":
+        return f"kafka-{leader}"
+    return f"kafka-{next(n for n in range(1, stack.kafka_nodes + 1) if n != leader)}"
 
 
 def _pid(stack: ChaosStack, service: str) -> int:

@@ -19,10 +19,15 @@ FAULT_HELP = {
     "disk-full": "its data dir (a small tmpfs) filled for 30 s, then space returned",
 }
 DISK_SERVICES = frozenset({"kafka", "mosquitto"})  # the services with a data dir of their own
+# `--kafka-nodes 3` (the replicated cluster): instead of `kafka`, a node chosen at fault time,
+# one that is not the active KRaft controller, or the active controller itself
+KAFKA_NODES: tuple[int, ...] = (1, 3)
+CLUSTER_SERVICES: tuple[str, ...] = ("kafka-broker", "kafka-controller")
+CLUSTER_FAULTS = frozenset({"kill9", "stop30", "restart"})
 
 
 class ChaosUsageError(ValueError):
-    """A bad `--services`/`--faults` value (the CLI exits 2 with it)."""
+    """A bad `--services`/`--faults`/`--kafka-nodes` value (the CLI exits 2 with it)."""
 
 
 def select(text: str | None, valid: Sequence[str], what: str) -> list[str]:
@@ -40,8 +45,42 @@ def select(text: str | None, valid: Sequence[str], what: str) -> list[str]:
     return [v for v in valid if v in asked]
 
 
+def services_for(kafka_nodes: int) -> tuple[str, ...]:
+    """The matrix's services with ``kafka_nodes`` Kafka nodes (1 or 3, else ChaosUsageError):
+    with 3, `kafka` is replaced by the two node roles of the cluster."""
+    if kafka_nodes not in KAFKA_NODES:
+        raise ChaosUsageError(
+            f"--kafka-nodes {kafka_nodes}: the matrix runs with 1 or 3 Kafka nodes"
+        )
+    if kafka_nodes == 1:
+        return SERVICES
+    at = SERVICES.index("kafka")
+    return SERVICES[:at] + CLUSTER_SERVICES + SERVICES[at + 1 :]
+
+
+def select_services(text: str | None, kafka_nodes: int) -> list[str]:
+    """:func:`select` of ``--services`` for ``kafka_nodes`` nodes; a name of the other mode
+    (`kafka-broker` on one node, `kafka` on three) is refused saying which mode it needs."""
+    valid = services_for(kafka_nodes)
+    asked = [t.strip() for t in (text or "").split(",") if t.strip()]
+    cluster_only = [t for t in asked if t in CLUSTER_SERVICES and kafka_nodes != 3]
+    if cluster_only:
+        raise ChaosUsageError(
+            f"service {', '.join(repr(t) for t in cluster_only)} needs --kafka-nodes 3 "
+            f"(a node of the replicated cluster); with one node hurt `kafka`"
+        )
+    if "kafka" in asked and kafka_nodes == 3:
+        raise ChaosUsageError(
+            "service 'kafka' is the single node: with --kafka-nodes 3 hurt one node of the "
+            "cluster, kafka-broker or kafka-controller"
+        )
+    return select(text, valid, "service")
+
+
 def applies(service: str, fault: str) -> bool:
     """Whether ``fault`` is a cell of the matrix for ``service``."""
+    if service in CLUSTER_SERVICES:
+        return fault in CLUSTER_FAULTS
     if fault == "disk-full":
         return service in DISK_SERVICES
     if service == "supervisor":

@@ -58,7 +58,10 @@ def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
     notes = []
     try:
         time.sleep(WARM_S)  # the load runs a while before the fault
-        faults.INJECTORS[cell.fault](stack, cell.service)
+        hit = faults.target(stack, cell.service)  # a cluster's node: chosen now
+        if hit != cell.service:
+            notes.append(f"hurt {hit}")
+        faults.INJECTORS[cell.fault](stack, hit)
         ended = time.monotonic()
         _, waiting = check.wait_ready(stack, RECOVER_TIMEOUT_S)
         if waiting:
@@ -68,6 +71,8 @@ def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
         if failing:
             notes.append("still failing: " + "; ".join(f"{k}: {v}" for k, v in failing.items()))
             cell.recover_s = None
+        if stack.kafka_nodes > 1:
+            notes += _cluster_after(stack, ended)
         time.sleep(AFTER_S)  # the load goes on a while after recovery
     except faults.FaultError as exc:
         notes.append(f"fault not injected: {exc}")
@@ -94,18 +99,36 @@ def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
     cell.load_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _cluster_after(stack: chaos_stack.ChaosStack, ended: float) -> list[str]:
+    """A cluster cell's notes: when every replica was in sync again (the next cell starts on
+    a whole cluster) and which node is the active controller now."""
+    waited = check.wait_in_sync(stack, RECOVER_TIMEOUT_S)
+    if waited is None:
+        out = [f"replicas not all in sync {RECOVER_TIMEOUT_S:.0f} s after recovery"]
+    else:
+        out = [f"all replicas in sync {time.monotonic() - ended:.0f} s after the fault"]
+    try:
+        out.append(f"controller afterwards kafka-{faults.controller(stack)}")
+    except faults.FaultError as exc:
+        out.append(str(exc))
+    return out
+
+
 def run(
     cells: list[tuple[str, str]],
     *,
     analytics: bool,
     keep: bool,
     on_cell: Callable[[list[Cell]], object] = lambda _cells: None,
+    kafka_nodes: int = 1,
 ) -> list[Cell]:
     """Every cell on one stack (faults in sequence; the stack recovers between them);
-    ``on_cell`` is given the results so far after each cell (a long run keeps what it got)."""
+    ``on_cell`` is given the results so far after each cell (a long run keeps what it got).
+    ``kafka_nodes`` 3: the stack's Kafka is the replicated 3-node cluster."""
     work = Path(tempfile.mkdtemp(prefix="iot-chaos-"))
     need_disk = any(f == "disk-full" for _, f in cells)
-    stack = chaos_stack.up(work, analytics=analytics, disk=need_disk, devices=SIM_DEVICES + 2)
+    stack = chaos_stack.up(work, analytics=analytics, disk=need_disk, devices=SIM_DEVICES + 2,
+                           kafka_nodes=kafka_nodes)  # fmt: skip
     runs_dir = work / "sim-runs"
     runs_dir.mkdir()
     results = []

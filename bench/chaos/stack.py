@@ -1,7 +1,8 @@
 """The stack a chaos run hurts: `iot-stack up` (console, command path, simulated devices, the
-analytics job if asked) in a temp dir on free ports, Kafka's and Mosquitto's data dirs on small
-tmpfs mounts when the machine allows it (root: the disk-full fault), and the run's own logins
-(an `api` account, an operator, HTTP and MQTT devices) made through the registry's CLI."""
+analytics job if asked; one Kafka node or the 3-node KRaft cluster) in a temp dir on free
+ports, Kafka's and Mosquitto's data dirs on small tmpfs mounts when the machine allows it
+(root: the disk-full fault), and the run's own logins (an `api` account, an operator, HTTP and
+MQTT devices) made through the registry's CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stack.ports import free_ports
+from stack.kafka_layout import PORT_STEP
+from stack.ports import free_port_run, free_ports
 from stack.supervisor_link import SupervisorLink
 
 DEVICE_PREFIX = "chaos"
@@ -29,14 +31,26 @@ class ChaosStack:
     devices: dict[str, str] = field(default_factory=dict)  # chaos device id -> secret
     mounts: dict[str, Path] = field(default_factory=dict)  # service -> its tmpfs data dir
     up_extra: list[str] = field(default_factory=list)  # `up`'s flags beyond the ports
+    kafka_nodes: int = 1  # 3: the replicated cluster, node N on the Kafka port + 2(N-1)
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['api']}"
 
     @property
+    def kafka_services(self) -> list[str]:
+        """The supervisor's names of the Kafka nodes (`kafka`, or `kafka-1` .. `kafka-N`)."""
+        if self.kafka_nodes == 1:
+            return ["kafka"]
+        return [f"kafka-{i}" for i in range(1, self.kafka_nodes + 1)]
+
+    @property
+    def kafka_ports(self) -> list[int]:
+        return [self.ports["kafka"] + PORT_STEP * i for i in range(self.kafka_nodes)]
+
+    @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.ports['kafka']}"
+        return ",".join(f"127.0.0.1:{port}" for port in self.kafka_ports)
 
     @property
     def mqtt_port(self) -> int:
@@ -45,12 +59,13 @@ class ChaosStack:
     @property
     def args(self) -> list[str]:
         p = self.ports
+        nodes = ["--kafka-nodes", str(self.kafka_nodes)] if self.kafka_nodes > 1 else []
         return [
             "--data-dir", str(self.data_dir), "--mqtt-port", str(p["mqtt"]),
             "--mqtt-tls-port", str(p["mqtt_tls"]), "--kafka-port", str(p["kafka"]),
             "--kafka-controller-port", str(p["controller"]),
             "--bridge-http-port", str(p["bridge"]), "--commands-http-port", str(p["commands"]),
-            "--api-port", str(p["api"]),
+            "--api-port", str(p["api"]), *nodes,
         ]  # fmt: skip
 
     @property
@@ -110,16 +125,18 @@ def up(
     disk: bool,
     devices: int = 4,
     disk_mb: dict[str, int] | None = None,
+    kafka_nodes: int = 1,
 ) -> ChaosStack:
     """`iot-stack up` in ``work_dir`` and the run's logins; raises RuntimeError if it fails.
-    ``disk``: Kafka's and Mosquitto's data dirs on tmpfs mounts of ``disk_mb`` (DISK_MB) MiB
-    when the machine allows it (root); :func:`down` unmounts them."""
-    names = ["mqtt", "mqtt_tls", "kafka", "controller", "bridge", "commands", "api", "analytics"]
-    stack = ChaosStack((work_dir / "var").resolve(), dict(zip(names, free_ports(8), strict=True)),
-                       analytics, {})  # fmt: skip
+    ``disk``: Kafka's (one node only) and Mosquitto's data dirs on tmpfs mounts of ``disk_mb``
+    (DISK_MB) MiB when the machine allows it (root); :func:`down` unmounts them.
+    ``kafka_nodes`` 3: `up --kafka-nodes 3`, the nodes on consecutive ports."""
+    stack = ChaosStack((work_dir / "var").resolve(), _ports(kafka_nodes), analytics, {},
+                       kafka_nodes=kafka_nodes)  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOT_")}
     env |= {
-        "IOT_KAFKA_HEAP": "512m",
+        # the cluster's own default per node (three share the machine)
+        "IOT_KAFKA_HEAP": "512m" if kafka_nodes == 1 else "384m",
         "IOT_START_TIMEOUT": "300",
         "IOT_STACK_RESTART_BACKOFF_INITIAL": "1",
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
@@ -129,7 +146,8 @@ def up(
     stack.env = env
     if disk:
         sizes = DISK_MB | (disk_mb or {})
-        for service, sub in (("kafka", "kafka/data"), ("mosquitto", "mosquitto")):
+        dirs = [("kafka", "kafka/data")] if kafka_nodes == 1 else []
+        for service, sub in [*dirs, ("mosquitto", "mosquitto")]:
             if _mount_tmpfs(stack.data_dir / sub, sizes[service]):
                 stack.mounts[service] = stack.data_dir / sub
     extra = ["--console", "--commands-mode", "separate", "--partitions", "3",
@@ -144,6 +162,19 @@ def up(
         down(stack)
         raise
     return stack
+
+
+def _ports(kafka_nodes: int) -> dict[str, int]:
+    """The stack's ports, free now; with a cluster the nodes' client and controller ports
+    are one run of consecutive ports from `kafka` (`controller` = `kafka` + 1)."""
+    names = ["mqtt", "mqtt_tls", "bridge", "commands", "api", "analytics"]
+    if kafka_nodes == 1:
+        free = free_ports(len(names) + 2)
+        return dict(zip([*names, "kafka", "controller"], free, strict=True))
+    first = free_port_run(PORT_STEP * kafka_nodes)
+    taken = range(first, first + PORT_STEP * kafka_nodes)
+    free = [p for p in free_ports(len(names) + len(taken)) if p not in taken][: len(names)]
+    return dict(zip(names, free, strict=True)) | {"kafka": first, "controller": first + 1}
 
 
 def _logins(stack: ChaosStack, devices: int) -> None:

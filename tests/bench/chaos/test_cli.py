@@ -1,5 +1,6 @@
 """`python -m bench.chaos`'s selections: unknown service or fault names are refused with the
-valid names (exit 2), known ones select their cells in the matrix's order."""
+valid names (exit 2), known ones select their cells in the matrix's order; the 3-node Kafka
+mode's services only with `--kafka-nodes 3`, and only 1 or 3 nodes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from dataclasses import dataclass
 import pytest
 
 from bench.chaos.cli import main
-from bench.chaos.names import FAULTS, SERVICES, ChaosUsageError, cells, select
+from bench.chaos.names import (
+    FAULTS,
+    SERVICES,
+    ChaosUsageError,
+    cells,
+    select,
+    select_services,
+    services_for,
+)
 from bench.chaos.report import table
 
 
@@ -73,3 +82,46 @@ def test_the_matrix_tells_not_applicable_from_not_run() -> None:
         "| kafka | 0 / 2 / 4 s | not run |",
         "| bridge | not run | - |",
     ]
+
+
+def test_the_cluster_services_need_three_kafka_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--services", "kafka-broker,bridge", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "service 'kafka-broker' needs --kafka-nodes 3" in err
+    assert main(["--services", "kafka-controller", "--kafka-nodes", "1", "--dry-run"]) == 2
+    assert "service 'kafka-controller' needs --kafka-nodes 3" in capsys.readouterr().err
+
+
+def test_the_single_kafka_is_refused_on_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--kafka-nodes", "3", "--services", "kafka", "--dry-run"]) == 2
+    assert "kafka-broker or kafka-controller" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("nodes", ["0", "2", "5"])
+def test_only_one_or_three_kafka_nodes(nodes: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--kafka-nodes", nodes, "--dry-run"]) == 2
+    assert f"--kafka-nodes {nodes}: the matrix runs with 1 or 3 Kafka nodes" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(ChaosUsageError):
+        services_for(int(nodes))
+
+
+def test_three_nodes_hurt_a_broker_and_the_controller_without_disk_full(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--kafka-nodes", "3", "--services", "kafka-controller,kafka-broker", "--dry-run"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{s} x {f}"
+        for s in ("kafka-broker", "kafka-controller")
+        for f in ("kill9", "stop30", "restart")
+    ]
+
+
+def test_all_services_on_three_nodes_put_the_node_roles_in_kafkas_place() -> None:
+    three = select_services(None, 3)
+    assert three[:3] == ["mosquitto", "kafka-broker", "kafka-controller"]
+    assert "kafka" not in three
+    assert three[3:] == [s for s in SERVICES if s not in ("mosquitto", "kafka")]
+    assert select_services("all", 1) == list(SERVICES)
