@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from api.console.fleet import FleetState
 from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
-from api.plumbing.kafka_renew import consumer_stall
+from api.plumbing.kafka_renew import consumer_stalled
 from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
 from bridge.topics import tenant_kafka_topic
@@ -133,17 +133,7 @@ class Tailer:
     def _stalled(self, consumer: Consumer) -> bool:
         """Whether ``consumer`` stalled (then counted and logged: the caller replaces it)."""
         handed = self._started | self._next  # this thread alone writes them
-        stuck = consumer_stall(consumer, self.stall, handed, 5.0, time.monotonic())
-        if not stuck:
-            return False
-        self.stall.renewed()
-        log.warning(
-            "console: the tailer's Kafka consumer receives nothing while %d partitions (%s:%d"
-            "%s) have records past its position for %.0f s; replacing it (%d so far)",
-            len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", self.stall.stall_s,
-            self.stall.renewals,
-        )  # fmt: skip
-        return True
+        return consumer_stalled(consumer, self.stall, handed, "console: the tailer's")
 
     def _run(self) -> None:
         while not self._stop.is_set():

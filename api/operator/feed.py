@@ -30,7 +30,7 @@ from api.console.fleet import FleetState
 from api.operator.model import status_tenant
 from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
-from api.plumbing.kafka_renew import consumer_stall
+from api.plumbing.kafka_renew import consumer_stalled
 from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
 from registry.ids import DEFAULT_TENANT
@@ -110,17 +110,7 @@ class FleetFeed:
         """Whether ``consumer`` stalled (then counted and logged: the caller replaces it)."""
         with self.lock:
             handed = self._started | self._next
-        stuck = consumer_stall(consumer, self.stall, handed, 5.0, time.monotonic())
-        if not stuck:
-            return False
-        self.stall.renewed()
-        log.warning(
-            "operator feed: its Kafka consumer receives nothing while %d partitions (%s:%d"
-            "%s) have records past its position for %.0f s; replacing it (%d so far)",
-            len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", self.stall.stall_s,
-            self.stall.renewals,
-        )  # fmt: skip
-        return True
+        return consumer_stalled(consumer, self.stall, handed, "operator feed: its")
 
     def _run(self) -> None:
         first = True

@@ -194,6 +194,24 @@ def consumer_stall(
     return judge.check(now, positions, highs)
 
 
+def consumer_stalled(
+    consumer: Consumer, judge: StallJudge, handed: Mapping[Partition, int], who: str
+) -> bool:
+    """Whether ``consumer`` stalled now (:func:`consumer_stall`, within 5 s); if so, counted
+    (``judge.renewed``) and logged as ``who``'s, and its owner replaces it."""
+    stuck = consumer_stall(consumer, judge, handed, 5.0, time.monotonic())
+    if not stuck:
+        return False
+    judge.renewed()
+    log.warning(
+        "%s Kafka consumer receives nothing while %d partitions (%s:%d%s) have records past "
+        "its position for %.0f s; replacing it (%d so far)",
+        who, len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", judge.stall_s,
+        judge.renewals,
+    )  # fmt: skip
+    return True
+
+
 class Renewed(Protocol):
     """What :class:`RenewalCollector` reads of a renewed client (:class:`Renewing`, or the
     :class:`StallJudge` of a long-lived consumer)."""
