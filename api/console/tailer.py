@@ -82,7 +82,6 @@ class Tailer:
         self._next: dict[tuple[str, int], int] = {}  # a re-assignment resumes, never repeats
         self._started: dict[tuple[str, int], int] = {}  # where each partition was first read
         self.stall = StallJudge("console-tailer", stall_s)  # counted on /metrics
-        self._judge_every_s = min(10.0, stall_s / 3)
         self.on_assign: Callable[[Consumer], None] | None = None  # tests: each new consumer
         self.tenant_topics = 0  # tenants' copies assigned now
         self._tenant_of: dict[str, str] = {}  # a tenant's topic -> the tenant
@@ -145,11 +144,11 @@ class Tailer:
             )  # fmt: skip
             try:
                 kinds = self._assign(consumer)
-                self.stall.reset()  # a new consumer: nothing held against it
+                self.stall.assigned(time.monotonic())  # nothing held against a new one
                 if self.on_assign is not None:
                     self.on_assign(consumer)
                 missing = set(self.topics.values()) - set(kinds)
-                checked = judged = time.monotonic()
+                checked = time.monotonic()
                 self.kafka_ok, self.error = True, ""
                 while not self._stop.is_set():
                     msgs = take(consumer, 1000, 0.5)  # a record is shown once fetched
@@ -169,10 +168,8 @@ class Tailer:
                         if missing or self._new_tenant_topics(consumer):
                             break  # a topic created since: assign again (state is kept)
                         checked = time.monotonic()
-                    if time.monotonic() - judged >= self._judge_every_s:
-                        judged = time.monotonic()
-                        if stalled := self._stalled(consumer):
-                            break  # a new consumer resumes at self._next
+                    if self.stall.due(time.monotonic()) and (stalled := self._stalled(consumer)):
+                        break  # a new consumer resumes at self._next
             except (KafkaException, KeyError) as exc:
                 self.kafka_ok, self.error = False, str(exc)
                 log.warning("console: reading Kafka failed (%s); retrying", exc)

@@ -60,7 +60,6 @@ class FleetFeed:
         self._next: dict[tuple[str, int], int] = {}  # a new consumer resumes, never repeats
         self._started: dict[tuple[str, int], int] = {}  # where each partition was first read
         self.stall = StallJudge("operator-feed", stall_s)  # counted on /metrics
-        self._judge_every_s = min(10.0, stall_s / 3)
         self.on_assign: Callable[[Consumer], None] | None = None  # tests: each new consumer
         self._start_lock = threading.Lock()
 
@@ -124,12 +123,12 @@ class FleetFeed:
             try:
                 known = self._assign(consumer, first)
                 first = False
-                self.stall.reset()  # a new consumer: nothing held against it
+                self.stall.assigned(time.monotonic())  # nothing held against a new one
                 if self.on_assign is not None:
                     self.on_assign(consumer)
                 self.kafka_ok = True
                 self._assigned.set()
-                checked = judged = time.monotonic()
+                checked = time.monotonic()
                 while not self._stop.is_set():
                     self._apply(take(consumer, 1000, 0.2))
                     if time.monotonic() - checked > _RECHECK_S:
@@ -140,10 +139,8 @@ class FleetFeed:
                         }  # fmt: skip
                         if found - known:
                             break  # a new tenant's topic: assign again (positions are kept)
-                    if time.monotonic() - judged >= self._judge_every_s:
-                        judged = time.monotonic()
-                        if stalled := self._stalled(consumer):
-                            break  # a new consumer resumes at self._next
+                    if self.stall.due(time.monotonic()) and (stalled := self._stalled(consumer)):
+                        break  # a new consumer resumes at self._next
             except KafkaException as exc:
                 self.kafka_ok = False
                 log.warning("operator feed: reading Kafka failed (%s); retrying", exc)

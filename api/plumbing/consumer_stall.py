@@ -33,6 +33,8 @@ class StallJudge:
             raise ValueError("stall_s must be > 0")
         self.name = name
         self.stall_s = stall_s
+        self.every_s = min(10.0, stall_s / 3)  # how often its owner checks (see due)
+        self._checked_at = 0.0  # the current consumer's last check, or its assignment
         self._behind: dict[Partition, tuple[int, float]] = {}  # -> (position, since when)
         self.renewals = 0  # consumers replaced because they stalled
         self.failures = 0  # partitions behind without progress at the last check
@@ -59,6 +61,20 @@ class StallJudge:
         self._behind = behind
         self.failures = sum(1 for _, since in behind.values() if since < now)
         return sorted(p for p, (_, since) in behind.items() if now - since >= self.stall_s)
+
+    def assigned(self, now: float) -> None:
+        """A new consumer (a re-assignment, a retry after an error), assigned at ``now``:
+        nothing held against it, its first check ``every_s`` later."""
+        self.reset()
+        self._checked_at = now
+
+    def due(self, now: float) -> bool:
+        """Whether the owner should check now (``every_s`` since the last check or the
+        assignment); True starts the next interval."""
+        if now - self._checked_at < self.every_s:
+            return False
+        self._checked_at = now
+        return True
 
     def renewed(self) -> None:
         """The consumer was replaced: count it, and judge the new one afresh."""

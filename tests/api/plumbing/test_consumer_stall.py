@@ -72,3 +72,16 @@ def test_renewed_counts_and_judges_the_new_consumer_afresh() -> None:
 def test_stall_s_must_be_positive() -> None:
     with pytest.raises(ValueError, match="stall_s"):
         StallJudge("c", 0)
+
+
+def test_checks_are_due_every_third_of_the_stall_time_at_most_ten_seconds_after_assignment() -> (
+    None
+):
+    judge = StallJudge("t", 6.0)
+    judge.assigned(100.0)
+    assert [judge.due(t) for t in (101.0, 101.9, 102.0, 103.0, 104.0)] == [
+        False, False, True, False, True,
+    ]  # fmt: skip
+    judge.assigned(200.0)  # a new consumer: its own first interval
+    assert not judge.due(201.0)
+    assert StallJudge("t", 90.0).every_s == 10.0
