@@ -88,21 +88,21 @@ class GroupOffsets:
         """Each group's committed offsets, or the error that kept it from being read. A child
         that dies or hangs is replaced and asked once more; GroupOffsetsError if that fails."""
         with self._lock:
-            for attempt in (1, 2):
+            try:
+                found = self._ask(groups)
+            except GroupOffsetsError as exc:
+                log.warning("console: the group offsets' child process %s; asking a new one", exc)
                 try:
                     found = self._ask(groups)
-                except GroupOffsetsError as exc:
+                except GroupOffsetsError as again:
                     self.failures = 1
                     log.warning(
-                        "console: the group offsets' child process %s; a new one %s",
-                        exc, "is asked again" if attempt == 1 else "answers the next call",
+                        "console: the new group offsets' child process %s too; another one "
+                        "answers the next call", again,
                     )  # fmt: skip
-                    if attempt == 2:
-                        raise
-                else:
-                    self.failures = 0
-                    return found
-        raise AssertionError("unreachable")
+                    raise
+            self.failures = 0
+            return found
 
     def _ask(self, groups: list[str]) -> dict[str, Offsets | Failure]:
         wait_s = self._timeout_s + 5.0
