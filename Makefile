@@ -8,7 +8,7 @@ RATE ?= 2
 FLEET_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: setup run stop status test lint unit integration containers test-containers bench bench-commands bench-fleet bench-http bench-amqp bench-soak chaos
+.PHONY: setup run stop status test lint unit integration containers test-containers bench bench-commands bench-fleet bench-http bench-amqp bench-soak bench-shards chaos
 
 setup:
 	@bash .ci/setup
@@ -53,6 +53,10 @@ unit: setup
 
 bench: setup
 	$(BIN)/python -m bench run --suite ingest
+
+## The ingest ceiling and our bridge on one Mosquitto against --mqtt-shards 2 (issue 36), 3 runs each.
+bench-shards: setup
+	$(BIN)/python -m bench.shards --runs 3 --out bench/results/shards
 
 ## Command round trip at 1,000 commands/s, 1,000 devices, telemetry at half the bridge's maximum.
 bench-commands: setup

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from bench.argtable import add_numbers
-from bench.suite_options import ALL_CONTENDERS, ROOT, SuiteOptions
+from bench.suite_options import ALL_CONTENDERS, ROOT, SHARDED_CONTENDERS, SuiteOptions
+from stack.mqtt_shards import MAX_SHARDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="Mosquitto saves its store every N changes (default: the stack's, "
         "IOT_MQTT_AUTOSAVE_CHANGES; 0: every 5 s); docs/benchmarks.md shows what N costs",
+    )
+    run.add_argument(
+        "--mqtt-shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N Mosquitto shards behind HAProxy, as `iot-stack up --mqtt-shards N` (default 1: "
+        f"one Mosquitto); contenders then: {', '.join(SHARDED_CONTENDERS)}",
     )
     run.add_argument("--no-latency", action="store_true", help="skip the half-load latency runs")
     run.add_argument(
@@ -176,6 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("--bridge-processes must be comma-separated integers", file=sys.stderr)
         return 2
+    if not 1 <= args.mqtt_shards <= MAX_SHARDS:
+        print(f"--mqtt-shards must be 1-{MAX_SHARDS}, got {args.mqtt_shards}", file=sys.stderr)
+        return 2
+    unsharded = [c for c in contenders if c not in SHARDED_CONTENDERS]
+    if args.mqtt_shards > 1 and unsharded:
+        print(
+            f"--mqtt-shards {args.mqtt_shards} runs only {', '.join(SHARDED_CONTENDERS)}; "
+            f"leave out {', '.join(unsharded)} (--contenders)",
+            file=sys.stderr,
+        )
+        return 2
     if (args.mosquitto_autosave_changes or 0) < 0:
         print("--mosquitto-autosave-changes must be >= 0", file=sys.stderr)
         return 2
@@ -201,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         bridge_settings=tuple(settings),
         mq_bridge_args=tuple(args.mq_bridge_args.split()),
         mosquitto_autosave_changes=args.mosquitto_autosave_changes,
+        mqtt_shards=args.mqtt_shards,
         out_dir=args.out,
         data_dir=args.data_dir,
     )

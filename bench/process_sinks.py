@@ -193,9 +193,13 @@ class OurBridgeSink(ProcessSink):
         processes: int = 1,
         settings: dict[str, str] | None = None,
         root: Path | None = None,
+        shard_ports: list[int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # MQTT shards (`--mqtt-shards N`): process i reads shard i mod N on its own port, as
+        # `iot-stack up` runs one bridge per shard; processes beyond N share a shard's subscription
+        self.shard_ports = list(shard_ports or [])
         self.processes = processes
         self.settings = dict(settings or {})
         # another checkout of the project (A/B runs of two versions of the bridge)
@@ -211,10 +215,11 @@ class OurBridgeSink(ProcessSink):
     def commands(self) -> list[tuple[list[str], dict[str, str]]]:
         out = []
         stamp = time.time_ns()
+        ports = self.shard_ports or [self.mqtt_port]
         for i in range(self.processes):
             env = {
                 "IOT_MQTT_HOST": self.mqtt_host,
-                "IOT_MQTT_PORT": str(self.mqtt_port),
+                "IOT_MQTT_PORT": str(ports[i % len(ports)]),
                 "IOT_MQTT_CLIENT_ID": f"bench-iot-bridge-{stamp}-{i}",
                 "IOT_MQTT_SESSION_EXPIRY_S": "0",
                 "IOT_KAFKA_BOOTSTRAP": self.bootstrap,
@@ -226,7 +231,7 @@ class OurBridgeSink(ProcessSink):
                 "IOT_LOG_FORMAT": "json",
                 "IOT_LOG_LEVEL": "WARNING",
             }
-            if self.processes > 1:
+            if self.processes > len(ports):
                 env["IOT_MQTT_SHARE_GROUP"] = f"bench{stamp}"
             env.update({"IOT_" + k.upper(): v for k, v in self.settings.items()})
             if self.root is not None:

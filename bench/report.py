@@ -183,6 +183,17 @@ def _autosave_line(changes: int | None) -> str:
     return f" Mosquitto saves its store {every}."
 
 
+def _shards_line(shards: int) -> str:
+    if shards <= 1:
+        return ""
+    return (
+        f" MQTT tier: {shards} Mosquitto shards behind HAProxy, as `iot-stack up --mqtt-shards "
+        f"{shards}` (devices hashed by client id); the ceiling counts on every shard's own port, "
+        "each bridge process reads one shard; Mosquitto's CPU is every shard's, HAProxy's is in "
+        "the notes."
+    )
+
+
 def to_markdown(run: Any) -> str:
     m = run.machine
     opts = run.options
@@ -199,7 +210,8 @@ def to_markdown(run: Any) -> str:
         f"(librdkafka {m.get('librdkafka')}); paho-mqtt {m.get('paho_mqtt')}; "
         f"mq-bridge {m.get('mq_bridge')}; Telegraf {m.get('telegraf', '-')}. Load average before: "
         f"{' '.join(m.get('loadavg_before', []))}, after: {' '.join(m.get('loadavg_after', []))}."
-        + _autosave_line(opts.mosquitto_autosave_changes),
+        + _autosave_line(opts.mosquitto_autosave_changes)
+        + _shards_line(opts.mqtt_shards),
         "",
         f"Load: {opts.devices:,} devices (one MQTT connection each) published by "
         f"{opts.publisher_processes} raw-socket publisher processes, "

@@ -141,7 +141,9 @@ class RunResult:
     cpu_s: float | None = None
     cpu_s_per_million: float | None = None
     peak_rss_mb: float | None = None
-    broker_cpu_s: float | None = None  # Mosquitto's CPU seconds during the run
+    broker_cpu_s: float | None = None  # Mosquitto's CPU seconds during the run (every shard's)
+    front_cpu_s: float | None = None  # HAProxy's, in front of the MQTT shards (None: no shards)
+    shards: int = 1  # Mosquitto shards behind HAProxy (`--mqtt-shards N`; 1: one Mosquitto)
     load_cpu_s: float | None = None  # the publisher processes' CPU seconds
     kafka_cpu_s: float | None = None  # the Kafka broker's CPU seconds
     machine_cpu_s: float | None = None  # all cores' busy seconds (/proc/stat, any process)

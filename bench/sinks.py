@@ -126,6 +126,41 @@ class CounterSink(Sink):
         return self._rss
 
 
+class ShardedCounterSink(Sink):
+    """The ceiling of N Mosquitto shards (`--mqtt-shards N`): a counting subscriber on each
+    shard's own port (a subscriber through HAProxy would land on one shard only)."""
+
+    uses_kafka = False
+
+    def __init__(self, name: str, host: str, ports: list[int], *, qos: int, latency: bool) -> None:
+        self.name = name
+        self.shards = [CounterSink(name, host, port, qos=qos, latency=latency) for port in ports]
+        self.latencies: list[int] = []
+
+    def start(self) -> None:
+        for shard in self.shards:
+            shard.start()
+
+    def set_latency_from(self, ts_ms: int) -> None:
+        for shard in self.shards:
+            shard.set_latency_from(ts_ms)
+
+    def pids(self) -> list[int]:
+        return [pid for shard in self.shards for pid in shard.pids()]
+
+    def delivered(self) -> int:
+        return sum(shard.delivered() for shard in self.shards)
+
+    def stop(self) -> list[str]:
+        notes = [note for shard in self.shards for note in shard.stop()]
+        self.latencies = [v for shard in self.shards for v in shard.latencies]
+        return notes
+
+    def peak_rss_mb(self) -> float | None:
+        each = [shard.peak_rss_mb() for shard in self.shards]
+        return sum(v for v in each if v is not None) if any(v is not None for v in each) else None
+
+
 class PublisherOnlySink(Sink):
     """No subscriber at all: Mosquitto takes and drops, so the rate is the publishers' own
     ceiling together with Mosquitto's ingest. "Delivered" = acknowledged by Mosquitto (QoS 1

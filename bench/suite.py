@@ -134,6 +134,7 @@ def run_suite(options: SuiteOptions, on_result: Callable[[RunResult], None] = _s
         options.partitions,
         insecure_anonymous=True,
         mqtt_autosave_changes=options.mosquitto_autosave_changes,
+        mqtt_shards=options.mqtt_shards,
     )
     # the effective setting goes into the results (the report states it)
     options = SuiteOptions(

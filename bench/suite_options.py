@@ -21,6 +21,11 @@ ALL_CONTENDERS = (
 )  # fmt: skip
 
 
+# the contenders a sharded MQTT tier runs (`--mqtt-shards N`): the others would need an instance
+# per shard of a program that has no notion of shards (a subscriber through HAProxy reaches one)
+SHARDED_CONTENDERS = (PUBLISHER, LIMIT, LIMIT_QOS0, KAFKA_PERF, OURS, OURS_QOS0)
+
+
 def qos_of(contender: str) -> int:
     """The MQTT QoS a contender's load is published with."""
     return 0 if contender in (LIMIT_QOS0, OURS_QOS0) else 1
@@ -49,6 +54,9 @@ class SuiteOptions:
     # Mosquitto's save every N changes (None: the stack's default; 0: every 5 s): each save
     # rewrites the whole store, so N sets what the ceiling and the bridges pay for it
     mosquitto_autosave_changes: int | None = None
+    mqtt_shards: int = (
+        1  # N > 1: N Mosquitto shards behind HAProxy, as `iot-stack up --mqtt-shards N`
+    )
     out_dir: Path = ROOT / "bench" / "results"
     data_dir: Path | None = None
 

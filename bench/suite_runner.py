@@ -29,7 +29,7 @@ from bench.process_sinks import (
 )
 from bench.procstat import CpuMeter, MachineCpuMeter
 from bench.results import LIMIT, OURS, RunResult, cpu_per_million, percentile, steady_rate
-from bench.sinks import CounterSink, PublisherOnlySink, Sink
+from bench.sinks import CounterSink, PublisherOnlySink, ShardedCounterSink, Sink, SinkError
 from bench.suite_options import (
     KAFKA_PERF,
     LIMIT_QOS0,
@@ -38,6 +38,7 @@ from bench.suite_options import (
     OURS_QOS0,
     PUBLISHER,
     ROOT,
+    SHARDED_CONTENDERS,
     TELEGRAF,
     SuiteOptions,
     SuiteRun,
@@ -68,8 +69,15 @@ class Runner:
         s = self.stack
         if contender == PUBLISHER:
             return PublisherOnlySink(), None
+        shards = s.config.mqtt_shard_ports
+        if shards and contender not in SHARDED_CONTENDERS:
+            raise SinkError(f"{contender} has no run on MQTT shards")
         if contender in (LIMIT, LIMIT_QOS0):
             qos = 0 if contender == LIMIT_QOS0 else 1
+            if shards:
+                return ShardedCounterSink(
+                    contender, s.mqtt_host, shards, qos=qos, latency=latency
+                ), None
             return CounterSink(contender, s.mqtt_host, s.mqtt_port, qos=qos, latency=latency), None
         topic = self.topic(contender)
         kw: dict[str, Any] = {
@@ -84,7 +92,8 @@ class Runner:
         sink: ProcessSink
         if contender in (OURS, OURS_QOS0):
             sink = OurBridgeSink(
-                processes=processes,
+                processes=processes * max(1, len(shards)),  # `processes` per shard
+                shard_ports=shards,
                 settings=dict(self.opts.bridge_settings),
                 root=self.bridge_root,
                 **kw,
@@ -122,6 +131,7 @@ class Runner:
             devices=devices,
             qos=qos,
             processes=processes,
+            shards=max(1, len(self.stack.mqtt_shards)),
             offered_rate=rate,
             duration_s=duration,
         )
@@ -148,8 +158,10 @@ class Runner:
                 sink.attach(load)
             load.start()
             cpu = CpuMeter(sink.pids())
-            mosq_pid = self.stack.mosquitto.process.pid()
-            broker = CpuMeter([mosq_pid] if mosq_pid else [])
+            shards = self.stack.mqtt_shards or [self.stack.mosquitto]
+            broker = CpuMeter([p for p in (m.process.pid() for m in shards) if p])
+            front_pid = self.stack.haproxy.process.pid() if self.stack.mqtt_shards else None
+            front = CpuMeter([front_pid] if front_pid else [])
             load_cpu = CpuMeter(load.pids())
             kafka_pids = [n.process.pid() for n in self.stack.kafka_nodes]
             kafka_cpu = CpuMeter([p for p in kafka_pids if p])
@@ -157,6 +169,7 @@ class Runner:
             samples: list[tuple[float, int]] = [(0.0, 0)]
             cpu.start()
             broker.start()
+            front.start()
             load_cpu.start()
             kafka_cpu.start()
             machine_cpu.start()
@@ -196,6 +209,9 @@ class Runner:
             drain_s = samples[-1][0] - duration
             result.cpu_s = cpu.used()
             result.broker_cpu_s = broker.used()
+            if front_pid:
+                result.front_cpu_s = front.used()
+                result.notes.append(f"HAProxy {result.front_cpu_s:.1f} CPU s")
             result.load_cpu_s = load_cpu.used()
             result.kafka_cpu_s = kafka_cpu.used()
             result.machine_cpu_s = machine_cpu.used()
@@ -241,7 +257,7 @@ class Runner:
         ``latency_from`` on, None: no latency), from the subscriber or the Kafka topic."""
         if isinstance(sink, PublisherOnlySink):
             result.notes.append("no subscriber: the publishers' own ceiling through Mosquitto")
-        elif isinstance(sink, CounterSink):
+        elif isinstance(sink, CounterSink | ShardedCounterSink):
             result.lost = max(0, report.published - (result.delivered or 0))
             if latency_from is not None:
                 lat = [float(v) for v in sink.latencies]

@@ -31,6 +31,7 @@ class StackConfig(StackSettings):
         insecure_anonymous: bool = False,
         mqtt_autosave_changes: int | None = None,
         kafka_jvm_options: str = "",
+        mqtt_shards: int = 1,
     ) -> StackConfig:
         """Only Mosquitto and Kafka (one node, or a cluster), on ports free now: for tests and
         benchmarks.
@@ -39,7 +40,8 @@ class StackConfig(StackSettings):
         logs clients in as `up` does (dynamic security, the service accounts provisioned once
         Kafka is up) unless ``insecure_anonymous`` is asked for explicitly. Mosquitto saves
         every ``mqtt_autosave_changes`` changes (None: the stack's default; the environment is
-        not read).
+        not read). ``mqtt_shards`` N > 1: HAProxy on the MQTT port, the shards on the N ports
+        after it (`--mqtt-shards N`).
         """
         if kafka_nodes > 1:
             # the nodes take consecutive ports: client, controller, client, controller, ...
@@ -51,6 +53,12 @@ class StackConfig(StackSettings):
             ][:2]
         else:
             mqtt_port, kafka_port, controller_port, tls_port = free_ports(4)
+        if mqtt_shards > 1:  # HAProxy's port, then the shards' ports, in one run
+            mqtt_port = free_port_run(mqtt_shards + 1)
+            while {kafka_port, controller_port, tls_port} & set(
+                range(mqtt_port, mqtt_port + mqtt_shards + 1)
+            ):
+                mqtt_port = free_port_run(mqtt_shards + 1)
         return cls(
             data_dir=data_dir,
             mqtt_port=mqtt_port,
@@ -61,6 +69,7 @@ class StackConfig(StackSettings):
             partitions=partitions,
             kafka_heap=kafka_heap,
             kafka_jvm_options=kafka_jvm_options,
+            mqtt_shards=mqtt_shards,
             with_bridge=False,
             with_api=False,
             with_analytics=False,

@@ -64,3 +64,25 @@ def test_the_warmup_run_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch)
     assert main(["run"]) == 1
     assert main(["run", "--no-warmup"]) == 1
     assert seen == [True, False]
+
+
+def test_mqtt_shards_reach_the_suite_and_bad_counts_or_contenders_are_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[int] = []
+
+    def fake_run_suite(options: SuiteOptions) -> None:
+        seen.append(options.mqtt_shards)
+        raise RuntimeError("not run in unit tests")
+
+    monkeypatch.setattr("bench.suite.run_suite", fake_run_suite)
+    sharded = ["run", "--contenders", "mosquitto-limit,iot-bridge-qos1"]
+    assert main([*sharded, "--mqtt-shards", "2"]) == 1
+    assert main(["run"]) == 1  # one Mosquitto, every contender
+    assert seen == [2, 1]
+    assert main([*sharded, "--mqtt-shards", "0"]) == 2
+    assert "--mqtt-shards must be 1-64, got 0" in capsys.readouterr().err
+    assert main(["run", "--mqtt-shards", "2"]) == 2  # mq-bridge and the others have no shards
+    err = capsys.readouterr().err
+    assert "leave out naive-bridge, mq-bridge, telegraf" in err
+    assert seen == [2, 1]
