@@ -306,6 +306,10 @@ NOT_RUN = {
     "python -m bench.verify_speed --records 2000000 --workers 1,2 --repeat 2": _BENCH,
     "make bench-http": _BENCH,
     "make bench-amqp": _BENCH,
+    "make bench-shards": _BENCH,
+    "python -m bench run --suite ingest --mqtt-shards 2 --contenders "
+    "mosquitto-limit,iot-bridge-qos1 --quick": _BENCH,
+    "python -m bench.shards --runs 3 --out bench/results/shards": _BENCH,
     "make bench-soak": _BENCH,
     "make chaos": _BENCH,
     "make chaos 'CHAOS_ARGS=--services kafka,api --faults kill9,stop30'": _BENCH,
