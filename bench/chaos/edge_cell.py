@@ -31,6 +31,10 @@ COMMAND_TIMEOUT_MS = 600_000  # one attempt, waiting out the cut: no redelivery 
 IN_KAFKA_TIMEOUT_S = 120.0
 
 
+class EdgeError(RuntimeError):
+    """The edge cell's devices could not be started (the cell is not run)."""
+
+
 def command_counts(sent: list[str], got: list[str]) -> tuple[int, int]:
     """Lost (accepted, never at the device) and duplicated commands, by command topic."""
     seen = Counter(got)
@@ -72,7 +76,7 @@ class EdgeCut:
         reader.start()
         reader.join(30)
         if not line or line[0].strip() != "connected":
-            raise RuntimeError(f"edge command listener not connected: {line}")
+            raise EdgeError(f"edge command listener not connected: {line}")
         for device in edge_site.PUBLISHERS:
             self.publishers[device] = self.site.device(
                 "stream", device, rate=EDGE_RATE, cell=self.tag, timeout=30

@@ -93,7 +93,7 @@ def run_cell(
         if stack.kafka_nodes > 1:
             notes += _cluster_after(stack, ended)
         time.sleep(AFTER_S)  # the load goes on a while after recovery
-    except (faults.FaultError, RuntimeError) as exc:  # RuntimeError: the edge devices'
+    except (faults.FaultError, edge_cell.EdgeError) as exc:
         notes.append(f"fault not injected: {exc}")
     finally:
         load.stop()
