@@ -15,6 +15,7 @@ from bench.chaos.names import (
     SERVICES,
     ChaosUsageError,
     cells,
+    check_edge_pair,
     select,
     select_services,
 )
@@ -52,6 +53,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=Path("bench/results/chaos.md"),
         help="where the matrix goes (Markdown)",
     )
+    p.add_argument(
+        "--cut-s",
+        type=float,
+        default=60.0,
+        help="how long the edge cell's cut60 cuts the site's link (s; default 60, as the "
+        "fault's name says; shorter for a quick run)",
+    )
     p.add_argument("--keep", action="store_true", help="leave the stack running at the end")
     p.add_argument("--dry-run", action="store_true", help="print the cells and exit")
     return p.parse_args(argv)
@@ -62,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         services = select_services(args.services, args.kafka_nodes)
         faults = select(args.faults, FAULTS, "fault")
+        check_edge_pair(args.services, args.faults)
+        if not args.cut_s > 0:
+            raise ChaosUsageError(f"--cut-s {args.cut_s:g}: the cut must last more than 0 s")
     except ChaosUsageError as exc:
         print(f"python -m bench.chaos: error: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         on_cell=write,
         kafka_nodes=args.kafka_nodes,
+        cut_s=args.cut_s,
     )
     print(write(results))
     return 0

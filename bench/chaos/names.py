@@ -7,17 +7,22 @@ from collections.abc import Sequence
 
 # the processes of `iot-stack up --console --analytics --devices N`, in the order of the matrix;
 # the registry writer is no process of its own (it runs in iot-api and the `iot-devices` CLI):
-# its faults are api's
+# its faults are api's; `edge` is an edge site in its own network namespace behind a NAT router
+# (docs/edge.md), attached to the stack's Mosquitto
 SERVICES: tuple[str, ...] = (
     "mosquitto", "kafka", "bridge", "commands", "api", "analytics", "devices", "supervisor",
+    "edge",
 )  # fmt: skip
-FAULTS: tuple[str, ...] = ("kill9", "stop30", "restart", "disk-full")
+FAULTS: tuple[str, ...] = ("kill9", "stop30", "restart", "disk-full", "cut60")
 FAULT_HELP = {
     "kill9": "kill -9; the supervisor restarts it",
     "stop30": "SIGSTOP for 30 s (a hung process), then SIGCONT",
     "restart": "a clean restart: SIGTERM, the supervisor starts it again",
     "disk-full": "its data dir (a small tmpfs) filled for 30 s, then space returned",
+    "cut60": "the edge site's link cut for 60 s (--cut-s), then healed; edge only",
 }
+# the edge site has one fault, and that fault one service: a pair of the two
+EDGE_SERVICE, EDGE_FAULT = "edge", "cut60"
 DISK_SERVICES = frozenset({"kafka", "mosquitto"})  # the services with a data dir of their own
 # `--kafka-nodes 3` (the replicated cluster): instead of `kafka`, a node chosen at fault time,
 # one that is not the active KRaft controller, or the active controller itself
@@ -79,6 +84,8 @@ def select_services(text: str | None, kafka_nodes: int) -> list[str]:
 
 def applies(service: str, fault: str) -> bool:
     """Whether ``fault`` is a cell of the matrix for ``service``."""
+    if service == EDGE_SERVICE or fault == EDGE_FAULT:
+        return (service, fault) == (EDGE_SERVICE, EDGE_FAULT)
     if service in CLUSTER_SERVICES:
         return fault in CLUSTER_FAULTS
     if fault == "disk-full":
@@ -86,6 +93,30 @@ def applies(service: str, fault: str) -> bool:
     if service == "supervisor":
         return fault in ("kill9", "stop30")  # `restart` of the supervisor is `up` again
     return True
+
+
+def check_edge_pair(services_text: str | None, faults_text: str | None) -> None:
+    """ChaosUsageError when `edge` is asked by name with faults none of which is `cut60`, or
+    `cut60` by name with services none of which is `edge` (the pair has no other cell)."""
+    services = _asked(services_text)
+    faults = _asked(faults_text)
+    if services and faults and EDGE_SERVICE in services and EDGE_FAULT not in faults:
+        raise ChaosUsageError(
+            f"service '{EDGE_SERVICE}' takes only the fault '{EDGE_FAULT}' (its link cut), "
+            f"not {', '.join(repr(f) for f in faults)}"
+        )
+    if services and faults and EDGE_FAULT in faults and EDGE_SERVICE not in services:
+        raise ChaosUsageError(
+            f"fault '{EDGE_FAULT}' (a cut link) applies only to service '{EDGE_SERVICE}', "
+            f"not {', '.join(repr(s) for s in services)}"
+        )
+
+
+def _asked(text: str | None) -> list[str] | None:
+    """The names of a selection, None for every one."""
+    if text is None or text.strip() in ("", "all"):
+        return None
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def cells(services: Sequence[str], faults: Sequence[str]) -> list[tuple[str, str]]:

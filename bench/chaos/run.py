@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.chaos import check, faults, probes
+from bench.chaos import check, edge_cell, edge_site, faults, probes
 from bench.chaos import stack as chaos_stack
 from bench.chaos.load import Load
 
@@ -22,6 +22,7 @@ WARM_S = 10.0  # load before the fault
 AFTER_S = 10.0  # load after recovery
 RECOVER_TIMEOUT_S = 180.0
 SIM_DEVICES = 4  # chaos-00000..3 run `iot-sim run`; the probes and the HTTP device use the rest
+CUT_S = 60.0  # the edge cell's cut (`--cut-s`)
 
 
 @dataclass
@@ -50,31 +51,49 @@ def _sim(stack: chaos_stack.ChaosStack, runs_dir: Path, run_id: str) -> subproce
     )  # fmt: skip
 
 
-def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
+def run_cell(
+    stack: chaos_stack.ChaosStack,
+    cell: Cell,
+    runs_dir: Path,
+    site: edge_site.EdgeSite | None = None,
+    cut_s: float = CUT_S,
+) -> None:
+    """One cell; ``site``: the run's edge site (the `edge` cell cuts its link for ``cut_s``)."""
     tag = f"{cell.service}-{cell.fault}-{int(time.time())}"
     load = Load(stack, tag)
     sim = _sim(stack, runs_dir, tag)
+    cut = None
+    if site is not None:
+        cut = edge_cell.EdgeCut(site, stack, tag, cut_s, runs_dir / f"{tag}-commands.txt")
     load.start()
     notes = []
     try:
+        if cut is not None:
+            cut.start()
         time.sleep(WARM_S)  # the load runs a while before the fault
-        hit = faults.target(stack, cell.service)  # a cluster's node: chosen now
-        if hit != cell.service:
-            notes.append(f"hurt {hit}")
-        faults.INJECTORS[cell.fault](stack, hit)
+        if cut is not None:
+            cut.fault()
+        else:
+            hit = faults.target(stack, cell.service)  # a cluster's node: chosen now
+            if hit != cell.service:
+                notes.append(f"hurt {hit}")
+            faults.INJECTORS[cell.fault](stack, hit)
         ended = time.monotonic()
+        if cut is not None and not cut.wait_back(RECOVER_TIMEOUT_S):
+            notes.append(f"edge site not back within {RECOVER_TIMEOUT_S:.0f} s")
         _, waiting = check.wait_ready(stack, RECOVER_TIMEOUT_S)
         if waiting:
             notes.append(f"not ready after {RECOVER_TIMEOUT_S:.0f} s: {', '.join(waiting)}")
         _, failing = probes.wait_all(stack, RECOVER_TIMEOUT_S)
         cell.recover_s = time.monotonic() - ended
+        if failing or (cut is not None and None in (cut.link_at, cut.drained_at)):
+            cell.recover_s = None
         if failing:
             notes.append("still failing: " + "; ".join(f"{k}: {v}" for k, v in failing.items()))
-            cell.recover_s = None
         if stack.kafka_nodes > 1:
             notes += _cluster_after(stack, ended)
         time.sleep(AFTER_S)  # the load goes on a while after recovery
-    except faults.FaultError as exc:
+    except (faults.FaultError, edge_cell.EdgeError) as exc:
         notes.append(f"fault not injected: {exc}")
     finally:
         load.stop()
@@ -83,8 +102,13 @@ def run_cell(stack: chaos_stack.ChaosStack, cell: Cell, runs_dir: Path) -> None:
             sim.wait(120)
         except subprocess.TimeoutExpired:
             sim.kill()
+        if cut is not None:
+            notes += cut.stop()
     tally = check.tally(stack, load)
     check.sim_verify(stack, runs_dir, tag, tally)
+    if cut is not None:
+        cut.tally(tally)
+        notes = cut.notes() + notes
     cell.lost = sum(tally.lost.values())
     cell.duplicates = sum(tally.duplicates.values())
     cell.worst = check.worst_error(load.paths)
@@ -121,18 +145,26 @@ def run(
     keep: bool,
     on_cell: Callable[[list[Cell]], object] = lambda _cells: None,
     kafka_nodes: int = 1,
+    cut_s: float = CUT_S,
 ) -> list[Cell]:
     """Every cell on one stack (faults in sequence; the stack recovers between them);
     ``on_cell`` is given the results so far after each cell (a long run keeps what it got).
-    ``kafka_nodes`` 3: the stack's Kafka is the replicated 3-node cluster."""
+    ``kafka_nodes`` 3: the stack's Kafka is the replicated 3-node cluster. With the `edge`
+    cell (root only) the stack listens on every address and an edge site in its own network
+    namespace is attached to its Mosquitto for the run."""
     work = Path(tempfile.mkdtemp(prefix="iot-chaos-"))
     need_disk = any(f == "disk-full" for _, f in cells)
+    edge_why = edge_site.unavailable() if any(s == "edge" for s, _ in cells) else "not asked"
     stack = chaos_stack.up(work, analytics=analytics, disk=need_disk, devices=SIM_DEVICES + 2,
-                           kafka_nodes=kafka_nodes)  # fmt: skip
+                           kafka_nodes=kafka_nodes,
+                           bind_host="0.0.0.0" if edge_why is None else "127.0.0.1")  # fmt: skip
     runs_dir = work / "sim-runs"
     runs_dir.mkdir()
     results = []
+    site = None
     try:
+        if edge_why is None:
+            site = edge_site.up(stack, work)
         waited, failing = probes.wait_all(stack, RECOVER_TIMEOUT_S)
         if failing:
             raise RuntimeError(f"client paths failing before any fault: {failing}")
@@ -142,8 +174,10 @@ def run(
             log.info("cell %s x %s", service, fault)
             if fault == "disk-full" and service not in stack.mounts:
                 cell.detail = "not run: no tmpfs mount (needs root)"
+            elif service == "edge" and site is None:
+                cell.detail = f"not run: no edge site ({edge_why})"
             else:
-                run_cell(stack, cell, runs_dir)
+                run_cell(stack, cell, runs_dir, site if service == "edge" else None, cut_s)
             log.info(
                 "  -> lost %s, duplicates %s, recovered in %s s, worst %s; %s",
                 cell.lost, cell.duplicates, cell.recover_s, cell.worst, cell.detail,
@@ -151,6 +185,8 @@ def run(
             results.append(cell)
             on_cell(results)
     finally:
+        if site is not None:
+            edge_site.down(site)  # the namespaces go even with --keep
         if not keep:
             chaos_stack.down(stack)
     return results

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from stack.kafka_layout import PORT_STEP
 from stack.ports import free_port_run, free_ports
@@ -126,8 +127,11 @@ def up(
     devices: int = 4,
     disk_mb: dict[str, int] | None = None,
     kafka_nodes: int = 1,
+    bind_host: str = "127.0.0.1",
 ) -> ChaosStack:
     """`iot-stack up` in ``work_dir`` and the run's logins; raises RuntimeError if it fails.
+    ``bind_host`` 0.0.0.0: the servers listen on every address (an edge site in a network
+    namespace dials the host's end of its link); clients still use 127.0.0.1.
     ``disk``: Kafka's (one node only) and Mosquitto's data dirs on tmpfs mounts of ``disk_mb``
     (DISK_MB) MiB when the machine allows it (root); :func:`down` unmounts them.
     ``kafka_nodes`` 3: `up --kafka-nodes 3`, the nodes on consecutive ports."""
@@ -142,6 +146,7 @@ def up(
         "IOT_STACK_RESTART_BACKOFF_MAX": "8",
         "IOT_STACK_ANALYTICS_HTTP_PORT": str(stack.ports["analytics"]),
         "IOT_STACK_CONNECT": "0",  # no remote query endpoint: a JVM and fixed ports less
+        "IOT_BIND_HOST": bind_host,
     }
     stack.env = env
     if disk:
@@ -177,24 +182,31 @@ def _ports(kafka_nodes: int) -> dict[str, int]:
     return dict(zip(names, free, strict=True)) | {"kafka": first, "controller": first + 1}
 
 
-def _logins(stack: ChaosStack, devices: int) -> None:
-    """The run's `api` account, operator and devices, through the registry's CLI."""
-    env = stack.env
-    registry = [
+def registry(stack: ChaosStack, *args: str) -> Any:
+    """`iot-devices ... --json ARGS` as the registry's admin on the stack: its JSON answer."""
+    common = [
         "--kafka-bootstrap", stack.bootstrap, "--mqtt-host", "127.0.0.1",
         "--mqtt-port", str(stack.mqtt_port),
         "--admin-password-file", str(stack.data_dir / "secrets" / "registry-admin.secret"),
         "--json",
     ]  # fmt: skip
+    return json.loads(_cli("registry", [*common, *args], stack.env))
+
+
+def device_secrets(made: Any) -> dict[str, str]:
+    """`device add --json`'s answer (one object, or a list of them) as id -> secret."""
+    rows = made if isinstance(made, list) else [made]
+    return {row["id"]: row["secret"] for row in rows}
+
+
+def _logins(stack: ChaosStack, devices: int) -> None:
+    """The run's `api` account, operator and devices, through the registry's CLI."""
     for role, attr in (("api", "api_account"), ("operator", "operator")):
         name = f"chaos-{role}"
-        made = json.loads(_cli("registry", [*registry, "account", "create", name, "--role", role],
-                               env))  # fmt: skip
+        made = registry(stack, "account", "create", name, "--role", role)
         setattr(stack, attr, (name, made["secret"]))
     ids = [f"{DEVICE_PREFIX}-{i:05d}" for i in range(devices)]
-    made_devices = json.loads(_cli("registry", [*registry, "device", "add", *ids], env))
-    rows = made_devices if isinstance(made_devices, list) else [made_devices]
-    stack.devices = {row["id"]: row["secret"] for row in rows}
+    stack.devices = device_secrets(registry(stack, "device", "add", *ids))
     (stack.data_dir / "chaos-devices.json").write_text(json.dumps(stack.devices))
     logins = {"api": stack.api_account, "operator": stack.operator}
     (stack.data_dir / "secrets" / "chaos-logins.json").write_text(json.dumps(logins))

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.chaos import netns
 from registry.cli import main as registry_cli
 from registry.dynsec import DynsecClient
 from registry.model import Role
@@ -26,11 +27,10 @@ from registry.permissions import local_admin
 from registry.service import Registry
 from registry.topics import ADMIN_USERNAME
 from tests.conftest import Endpoints
-from tests.edge import netns
 from tests.registry.conftest import free_port, fresh_store, mosquitto_process
 
 ROOT = Path(__file__).resolve().parents[2]
-DEVICE_HELPER = Path(__file__).with_name("site_device.py")
+DEVICE_HELPER = ROOT / "bench" / "chaos" / "edge_device.py"  # run as a script in the site
 _site_ports = itertools.count(18830)
 
 

@@ -7,7 +7,7 @@ topic and group names as always. Tests run one by one wherever a worker is free,
 tests this plugin puts in an xdist group, which run on one worker, one after the other:
 
 - `netns`: the edge tests (fixture `nat_site`): their network namespaces and veth names are
-  machine-wide (tests/edge/netns.py), two workers would make the same ones;
+  machine-wide (bench/chaos/netns.py), two workers would make the same ones;
 - a module-, class- or package-scoped fixture (e.g. `api`, `console_stack`, `central`): the
   tests that share it run on one worker, so the fixture is set up once, as without xdist;
 - `spark`: the tests of the session's Spark session (fixture `spark`), and the other Spark

@@ -13,7 +13,9 @@ from bench.chaos.names import (
     FAULTS,
     SERVICES,
     ChaosUsageError,
+    applies,
     cells,
+    check_edge_pair,
     select,
     select_services,
     services_for,
@@ -28,7 +30,7 @@ def test_an_unknown_service_is_refused_with_the_valid_names(
     err = capsys.readouterr().err
     assert "unknown service 'zookeeper'" in err
     assert "valid services are mosquitto, kafka, bridge, commands, api, analytics, devices, " \
-        "supervisor (or all)" in err  # fmt: skip
+        "supervisor, edge (or all)" in err  # fmt: skip
 
 
 def test_an_unknown_fault_is_refused_with_the_valid_names(
@@ -37,7 +39,7 @@ def test_an_unknown_fault_is_refused_with_the_valid_names(
     assert main(["--faults", "kill9,unplug", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "unknown fault 'unplug'" in err
-    assert "valid faults are kill9, stop30, restart, disk-full (or all)" in err
+    assert "valid faults are kill9, stop30, restart, disk-full, cut60 (or all)" in err
 
 
 def test_known_names_select_their_cells_in_the_matrix_order(
@@ -62,7 +64,9 @@ def test_the_whole_matrix() -> None:
     assert ("mosquitto", "disk-full") in everything
     assert ("bridge", "disk-full") not in everything
     assert ("supervisor", "restart") not in everything  # restarting it is `up` again
-    assert len(everything) == 8 * 3 - 1 + 2
+    assert ("edge", "cut60") in everything
+    assert [c for c in everything if "edge" in c or "cut60" in c] == [("edge", "cut60")]
+    assert len(everything) == 8 * 3 - 1 + 2 + 1
 
 
 def test_the_matrix_tells_not_applicable_from_not_run() -> None:
@@ -125,3 +129,54 @@ def test_all_services_on_three_nodes_put_the_node_roles_in_kafkas_place() -> Non
     assert "kafka" not in three
     assert three[3:] == [s for s in SERVICES if s not in ("mosquitto", "kafka")]
     assert select_services("all", 1) == list(SERVICES)
+
+
+def test_the_edge_site_has_one_fault_and_the_cut_one_service(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--services", "edge", "--faults", "cut60", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["edge x cut60"]
+    # either name alone selects the pair
+    assert main(["--services", "edge", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["edge x cut60"]
+    assert main(["--faults", "cut60", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["edge x cut60"]
+    # beside other cells
+    assert main(["--services", "bridge,edge", "--faults", "kill9,cut60", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["bridge x kill9", "edge x cut60"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--services", "edge", "--faults", "kill9"],
+         "service 'edge' takes only the fault 'cut60' (its link cut), not 'kill9'"),
+        (["--services", "edge,bridge", "--faults", "stop30,restart"],
+         "service 'edge' takes only the fault 'cut60'"),
+        (["--services", "mosquitto", "--faults", "cut60"],
+         "fault 'cut60' (a cut link) applies only to service 'edge', not 'mosquitto'"),
+        (["--services", "kafka,bridge", "--faults", "cut60,kill9"],
+         "fault 'cut60' (a cut link) applies only to service 'edge', not 'kafka', 'bridge'"),
+    ],
+)  # fmt: skip
+def test_an_invalid_edge_pair_is_refused(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--dry-run"]) == 2
+    assert says in capsys.readouterr().err
+    with pytest.raises(ChaosUsageError, match="edge"):
+        check_edge_pair(argv[1], argv[3])
+
+
+@pytest.mark.parametrize("cut", ["0", "-5"])
+def test_the_cut_must_last(cut: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--services", "edge", "--cut-s", cut, "--dry-run"]) == 2
+    assert "the cut must last more than 0 s" in capsys.readouterr().err
+
+
+def test_the_edge_row_and_column_are_not_applicable_elsewhere() -> None:
+    assert applies("edge", "cut60")
+    assert not applies("edge", "kill9")
+    assert not applies("mosquitto", "cut60")
+    assert not applies("kafka-broker", "cut60")
+    assert "edge" in select_services(None, 3)

@@ -1,4 +1,6 @@
-"""A site behind a NAT router, made of network namespaces (root only; names start `edge`).
+"""A site behind a NAT router, made of network namespaces (root only; names start `edge`):
+the edge tests' (tests/edge/conftest.py) and the chaos run's `edge` cell's
+(bench/chaos/edge_site.py).
 
     host (centre) e{k}h0 10.217.{2k}.1 <-veth-> e{k}r0 10.217.{2k}.2 [ns edge{k}-r, the router]
                   e{k}r1 10.217.{2k+1}.1 [edge{k}-r] <-veth-> e{k}s0 10.217.{2k+1}.2 [ns edge{k}-s]
