@@ -5,6 +5,9 @@ renders HAProxy for them, `serve mosquitto --mqtt-shard I` is shard I on its own
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +19,28 @@ HOSTS = "mqtt-shard-1:1883,mqtt-shard-2:1883"
 
 
 @pytest.fixture
-def execs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The argv each `serve` would exec, in a container's environment under ``tmp_path``."""
-    monkeypatch.setenv("IOT_DATA_DIR", str(tmp_path / "data"))
+def short_tmp() -> Iterator[Path]:
+    """A short directory: HAProxy takes unix socket paths of at most 97 bytes (`unix@...`),
+    which pytest's tmp_path under an xdist worker passes."""
+    path = Path(tempfile.mkdtemp(prefix="iotsh-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def execs(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The argv each `serve` would exec, in a container's environment under ``short_tmp``."""
+    monkeypatch.setenv("IOT_DATA_DIR", str(short_tmp / "data"))
     monkeypatch.setenv("IOT_BIND_HOST", "0.0.0.0")
-    monkeypatch.setenv("IOT_STACK_SECRETS_DIR", str(tmp_path / "secrets"))
-    monkeypatch.setenv("IOT_REGISTRY_CA_DIR", str(tmp_path / "ca"))
+    monkeypatch.setenv("IOT_STACK_SECRETS_DIR", str(short_tmp / "secrets"))
+    monkeypatch.setenv("IOT_REGISTRY_CA_DIR", str(short_tmp / "ca"))
     seen: list[list[str]] = []
     monkeypatch.setattr(cli.os, "execv", lambda _path, argv: seen.append(list(argv)))
     return seen
 
 
 def test_the_front_routes_to_the_shard_hosts_and_looks_their_names_up_again(
-    execs: list[list[str]], tmp_path: Path
+    execs: list[list[str]], short_tmp: Path
 ) -> None:
     argv = ["serve", "mqtt-front", "--mqtt-port", "1883", "--mqtt-tls-port", "8883"]
     assert cli.main([*argv, "--mqtt-shard-hosts", HOSTS]) == 1  # the exec returned
@@ -40,7 +52,7 @@ def test_the_front_routes_to_the_shard_hosts_and_looks_their_names_up_again(
     assert "mqtt_field_value(connect,client_identifier),crc32,mod(2)" in text
     assert "resolvers dns\n    parse-resolv-conf\n" in text
     servers = re.findall(r"backend (\S+)\n    server \S+ (.+)", text)
-    sockets = tmp_path.resolve() / "data" / "mqtt-front"
+    sockets = short_tmp.resolve() / "data" / "mqtt-front"
     assert servers == [
         ("shard-1", "mqtt-shard-1:1883 resolvers dns init-addr libc,none"),
         ("shard-2", "mqtt-shard-2:1883 resolvers dns init-addr libc,none"),
@@ -48,7 +60,7 @@ def test_the_front_routes_to_the_shard_hosts_and_looks_their_names_up_again(
         ("shard-2-tls", f"unix@{sockets}/shard-2.sock"),
     ]
     assert "bind 0.0.0.0:8883 ssl crt" in text
-    assert (tmp_path / "ca" / "ca.crt").exists()  # the front makes the CA, as Mosquitto did
+    assert (short_tmp / "ca" / "ca.crt").exists()  # the front makes the CA, as Mosquitto did
 
 
 def test_the_front_needs_the_shard_hosts(
@@ -64,21 +76,21 @@ def test_the_front_needs_the_shard_hosts(
 
 
 def test_a_shard_listens_on_its_own_address_with_the_front_socket(
-    execs: list[list[str]], tmp_path: Path
+    execs: list[list[str]], short_tmp: Path
 ) -> None:
     if not paths.front_auth_plugin().exists():
         pytest.fail(f"{paths.front_auth_plugin()} not built: run .ci/setup")
     assert cli.main(["serve", "mosquitto", "--mqtt-port", "1883", "--mqtt-shard", "2"]) == 1
     [mosquitto] = execs
     conf = Path(mosquitto[-1])
-    assert conf == tmp_path / "data" / "mosquitto-2" / "mosquitto.conf"
+    assert conf == short_tmp / "data" / "mosquitto-2" / "mosquitto.conf"
     text = conf.read_text()
-    sock = tmp_path.resolve() / "data" / "mqtt-front" / "shard-2.sock"
+    sock = short_tmp.resolve() / "data" / "mqtt-front" / "shard-2.sock"
     assert "listener 1883 0.0.0.0\n" in text  # not mqtt_port + 2: a host of its own
     assert f"listener 0 {sock}\n" in text
     assert text.index(f"plugin_opt_socket {sock}") < text.index("dynamic_security")
     assert "listener 8883" not in text  # the TLS port is the front's
-    assert (tmp_path / "secrets").exists()  # the registry admin's secret, for auth-init
+    assert (short_tmp / "secrets").exists()  # the registry admin's secret, for auth-init
     # without --mqtt-shard: the one Mosquitto of docker-compose.yml, as before
     assert cli.main(["serve", "mosquitto", "--mqtt-port", "1883"]) == 1
     text = Path(execs[-1][-1]).read_text()
