@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,3 +110,35 @@ def test_provision_reaches_every_shard_host(
     assert calls[0]["shard_ports"] == [("mqtt-shard-1", 1883), ("mqtt-shard-2", 1883)]
     assert cli.main(["provision", "--devices", "2"]) == 0  # no shards recorded: one Mosquitto
     assert calls[1]["shard_ports"] == []
+
+
+def test_reload_crl_reaches_the_front_of_shards_on_hosts_of_their_own(
+    short_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the front's container (`docker-compose exec mosquitto iot-stack reload-crl`) there
+    is no pid file and no recorded shard count: HAProxy's admin socket is what is there."""
+    admin = short_tmp / "haproxy" / "admin.sock"
+    admin.parent.mkdir()
+    said: list[str] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(admin))
+        server.listen(2)
+
+        def answer() -> None:  # HAProxy's runtime API: one command per connection
+            for reply in (b"transaction created for CRL x!\n", b"Success!\n"):
+                conn, _ = server.accept()
+                with conn:
+                    data = b""
+                    while not data.endswith(b"\n\n" if not said else b"\n"):
+                        data += conn.recv(65536)
+                    said.append(data.decode())
+                    conn.sendall(reply)
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        assert cli.main(["reload-crl", "--data-dir", str(short_tmp)]) == 0
+        thread.join(10)
+    assert "HAProxy's TLS front took the new CRL" in capsys.readouterr().err
+    crl = (short_tmp / "ca" / "crl.pem").resolve()
+    assert said[0].startswith(f"set ssl crl-file {crl} <<\n-----BEGIN X509 CRL-----")
+    assert said[1] == f"commit ssl crl-file {crl}\n"
