@@ -781,9 +781,12 @@ def _a_command_reaches_each_shard(
 def _a_certificate_device_publishes_through_the_tls_front(
     compose: Compose, container_engine: Any, probe: Probe
 ) -> None:
+    """Then revoked (`iot-devices cert revoke`) and `iot-stack reload-crl` run in the front's
+    container: HAProxy refuses the certificate from then on, without a restart."""
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"{compose.project}-tls"
     folder.mkdir(exist_ok=True)
     device_id = f"tls-{uuid.uuid4().hex[:8]}"
+    port = compose.ports["mosquitto", 8883]
     try:
         # `iot-devices cert` in the front's container: the registry and every shard's dynsec
         _issue_certificate(compose, container_engine, device_id, folder)
@@ -791,7 +794,7 @@ def _a_certificate_device_publishes_through_the_tls_front(
             mqtt.CallbackAPIVersion.VERSION2, client_id=device_id, protocol=mqtt.MQTTv5
         )
         client.tls_set(str(folder / "ca.crt"), str(folder / "dev.crt"), str(folder / "dev.key"))
-        client.connect("127.0.0.1", compose.ports["mosquitto", 8883])
+        client.connect("127.0.0.1", port)
         client.loop_start()
         try:
             wait_for(client.is_connected, 30, "the TLS connection through HAProxy")
@@ -803,8 +806,39 @@ def _a_certificate_device_publishes_through_the_tls_front(
         finally:
             client.disconnect()
             client.loop_stop()
+        seen: dict[str, list[int]] = {}
+        wait_until(
+            lambda: seen.update(probe.records([device_id])) or seen.get(device_id) == [0, 1, 2],
+            120, "the TLS device's telemetry in iot.telemetry", 2.0,
+        )  # fmt: skip
+        front_id = probe.container("mosquitto").id
+        assert _tls_logs_in(folder, device_id, port)  # the check below can tell
+        compose.exec("mosquitto", "iot-devices", "--ca-dir", "/ca", "cert", "revoke", device_id)
+        compose.exec("mosquitto", "iot-stack", "reload-crl")  # exits 0, or the run fails
+        assert not _tls_logs_in(folder, device_id, port), "a revoked certificate logged in"
+        assert probe.container("mosquitto").attrs["RestartCount"] == 0
+        assert probe.container("mosquitto").id == front_id
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    seen: dict[str, list[int]] = {}
-    wait_until(lambda: seen.update(probe.records([device_id])) or seen.get(device_id) == [0, 1, 2],
-               120, "the TLS device's telemetry in iot.telemetry", 2.0)  # fmt: skip
+
+
+def _tls_logs_in(folder: Path, device_id: str, port: int) -> bool:
+    """Whether the certificate in ``folder`` gets a successful CONNACK through the TLS front
+    (False: the handshake or the connection refused)."""
+    answers: list[bool] = []
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=device_id,
+                         protocol=mqtt.MQTTv5)  # fmt: skip
+    client.tls_set(str(folder / "ca.crt"), str(folder / "dev.crt"), str(folder / "dev.key"))
+    client.on_connect = lambda _c, _u, _f, reason, _p: answers.append(not reason.is_failure)
+    client.on_disconnect = lambda *_args: answers.append(False)
+    try:
+        client.connect("127.0.0.1", port)
+    except (OSError, ssl.SSLError):
+        return False
+    client.loop_start()
+    try:
+        wait_for(lambda: bool(answers), 30, "the TLS front's answer")
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return answers[0]
