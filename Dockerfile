@@ -48,9 +48,13 @@ RUN for d in kafka/broker kafka/spark-connector; do \
         dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime; \
     done && rm -rf /root/.m2
 COPY mosquitto/ mosquitto/
+# iot_auth_metrics: refused log-ins per user; iot_front_auth: the MQTT shards behind HAProxy's
+# TLS front (docker-compose.shards.yml), as .ci/setup builds them
 RUN mkdir -p mosquitto/plugins/build \
- && gcc -shared -fPIC -O2 -Wall -Wextra -Werror \
-      -o mosquitto/plugins/build/iot_auth_metrics.so mosquitto/plugins/iot_auth_metrics.c
+ && for plugin in iot_auth_metrics iot_front_auth; do \
+      gcc -shared -fPIC -O2 -Wall -Wextra -Werror \
+        -o "mosquitto/plugins/build/$plugin.so" "mosquitto/plugins/$plugin.c" || exit 1; \
+    done
 COPY pyproject.toml README.md ./
 COPY mqtt_codec/ mqtt_codec/
 COPY appconfig/ appconfig/
@@ -70,11 +74,12 @@ RUN PIP_CERT=/etc/ssl/certs/ca-certificates.crt pip wheel --no-cache-dir --no-de
 FROM ${BASE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      mosquitto mosquitto-clients openjdk-17-jre-headless procps \
+      mosquitto mosquitto-clients haproxy openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --create-home --home-dir /home/iot iot \
- && mkdir -p /data /secrets /ca /warehouse /mosquitto-data \
- && chown iot:iot /data /secrets /ca /warehouse /mosquitto-data
+ && mkdir -p /data/mqtt-front /secrets /ca /warehouse /mosquitto-data \
+ && chown iot:iot /data /data/mqtt-front /secrets /ca /warehouse /mosquitto-data \
+ && chmod 0700 /data/mqtt-front
 ENV IOT_HOME=/opt/iot \
     IOT_DATA_DIR=/data \
     IOT_BIND_HOST=0.0.0.0 \

@@ -143,18 +143,25 @@ class DynsecClient:
             client.loop_stop()
 
 
+# an MQTT shard as the registry reaches it: a port on the admin connection's host (the shards
+# of `iot-stack up --mqtt-shards N`), or (host, port) (each shard its own host, as the compose
+# overlay docker-compose.shards.yml runs them)
+Shard = int | tuple[str, int]
+
+
 class DynsecFanout(DynsecClient):
     """Dynamic security of several Mosquittos kept alike (the shards of `iot-stack up
     --mqtt-shards N`): every call goes to each, in order; answers and clients are the first's.
     The shards start from copies of one dynsec file, so the same commands keep them equal."""
 
     def __init__(
-        self, host: str, ports: Sequence[int], username: str, password: str, timeout: float = 10.0
+        self, host: str, ports: Sequence[Shard], username: str, password: str, timeout: float = 10.0
     ) -> None:
         if not ports:
             raise DynsecError("no Mosquitto to manage")
-        super().__init__(host, ports[0], username, password, timeout)
-        self.shards = [DynsecClient(host, p, username, password, timeout) for p in ports]
+        addresses = [(host, p) if isinstance(p, int) else p for p in ports]
+        super().__init__(*addresses[0], username, password, timeout)
+        self.shards = [DynsecClient(h, p, username, password, timeout) for h, p in addresses]
 
     def start(self) -> DynsecFanout:
         try:
@@ -177,23 +184,33 @@ class DynsecFanout(DynsecClient):
             shard.close()
 
 
-def parse_ports(text: str) -> tuple[int, ...]:
-    """``"1884,1885"`` -> (1884, 1885); "" -> (): the MQTT shards' own ports."""
-    try:
-        ports = tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError as exc:
-        raise DynsecError(f"MQTT shard ports must be comma-separated ports, got {text!r}") from exc
-    if any(not 0 < p < 65536 for p in ports):
-        raise DynsecError(f"MQTT shard ports must be 1-65535, got {text!r}")
-    return ports
+def parse_ports(text: str) -> tuple[Shard, ...]:
+    """``"1884,1885"`` -> (1884, 1885); ``"mqtt-shard-1:1883,mqtt-shard-2:1883"`` ->
+    (("mqtt-shard-1", 1883), ("mqtt-shard-2", 1883)); "" -> (): the MQTT shards' own ports,
+    or their addresses when each runs on a host of its own."""
+    shards: list[Shard] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        host, _, port = item.rpartition(":")
+        try:
+            number = int(port)
+        except ValueError as exc:
+            raise DynsecError(
+                f"MQTT shards must be comma-separated ports or host:port, got {text!r}"
+            ) from exc
+        if not 0 < number < 65536 or (_ and not host):
+            raise DynsecError(f"MQTT shard ports must be 1-65535 (host:port: a host), got {text!r}")
+        shards.append((host, number) if host else number)
+    return tuple(shards)
 
 
 def admin_client(
-    host: str, port: int, username: str, password: str, shard_ports: Sequence[int] = ()
+    host: str, port: int, username: str, password: str, shard_ports: Sequence[Shard] = ()
 ) -> DynsecClient:
     """Mosquitto's dynamic security as its admin, not started: the one Mosquitto on ``port``,
-    or every shard (``shard_ports``, `iot-stack up --mqtt-shards N`): behind HAProxy an admin
-    connection reaches one shard only, so each shard is reached on its own port."""
+    or every shard (``shard_ports``, `iot-stack up --mqtt-shards N`; or their host:port): behind
+    HAProxy an admin connection reaches one shard only, so each shard is reached directly."""
     if shard_ports:
         return DynsecFanout(host, shard_ports, username, password)
     return DynsecClient(host, port, username, password)

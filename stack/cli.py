@@ -11,16 +11,18 @@ from dataclasses import fields
 from pathlib import Path
 
 from bridge.console import new_parser
+from registry.dynsec import DynsecError, parse_ports
 from stack import cli_connect
 from stack.cli_flags import insecure_flag, kafka_bootstrap_flag, tls_flags, up_flags
 from stack.cli_systemd import write_unit
 from stack.config import MQTT_AUTOSAVE_CHANGES, StackConfig
 from stack.errors import StackError
+from stack.haproxy_server import HaproxyServer
 from stack.kafka_auth import add_tenant_consumer, client_config, prepare
 from stack.kafka_security import MODES
 from stack.kafka_server import KafkaServer
 from stack.launcher import Stack
-from stack.mosquitto_server import INSECURE_WARNING
+from stack.mosquitto_server import INSECURE_WARNING, MosquittoServer
 from stack.provisioning import provision
 from stack.secret_files import account_secret, read_secret
 from stack.systemd_unit import UNIT_NAME
@@ -134,7 +136,17 @@ def _parser() -> argparse.ArgumentParser:
         "serve", parents=[common],
         help="run one server in the foreground (container entry point)",
     )  # fmt: skip
-    serve.add_argument("server", choices=["mosquitto", "kafka"], help="which server")
+    serve.add_argument(
+        "server", choices=["mosquitto", "kafka", "mqtt-front"],
+        help="which server; mqtt-front: HAProxy before MQTT shards on hosts of their own "
+        "(--mqtt-shard-hosts), each device sent to the shard of its client id",
+    )  # fmt: skip
+    serve.add_argument(
+        "--mqtt-shard", type=int, dest="shard", default=0, metavar="I",
+        help="mosquitto: be MQTT shard I (1-based) behind `serve mqtt-front`, on a host of its "
+        "own: on --mqtt-port, with the TLS front's socket in <data-dir>/mqtt-front",
+    )  # fmt: skip
+    shard_hosts_flag(serve)
     serve.add_argument(
         "--kafka-node-id", type=int,
         help="with --kafka-nodes N: which node this is, 1..N (env IOT_KAFKA_NODE_ID)",
@@ -155,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     prov.add_argument(
         "--devices", type=int, help="simulated devices to provision (env IOT_STACK_DEVICES)"
     )
+    shard_hosts_flag(prov)
     tenant = sub.add_parser(
         "kafka-tenant", parents=[common],
         help="with sasl_ssl: add (or renew) tenant TENANT's Kafka consumer principal, reading "
@@ -172,6 +185,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def shard_hosts_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mqtt-shard-hosts", dest="shard_hosts", type=_shard_hosts, default=(), metavar="H:P,..",
+        help="MQTT shards on hosts of their own, in shard order (docker-compose.shards.yml): "
+        "mqtt-front routes to them, provision gives each the registry's clients",
+    )  # fmt: skip
+
+
+def _shard_hosts(text: str) -> list[tuple[str, int]]:
+    try:
+        shards = parse_ports(text)
+    except DynsecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if not all(isinstance(s, tuple) for s in shards):
+        raise argparse.ArgumentTypeError(f"host:port, comma separated: {text!r}")
+    return [s for s in shards if isinstance(s, tuple)]
+
+
 def _config(args: argparse.Namespace) -> StackConfig:
     """The environment's config with the flags given (None = not given) of the subcommand: each
     flag's dest is the setting it sets, but `--timeout` (start_timeout)."""
@@ -184,16 +215,21 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _serve(config: StackConfig, server: str) -> int:
+def _serve(config: StackConfig, args: argparse.Namespace) -> int:
     """Replace this process with the server, config rendered as `up` would (for containers)."""
-    if server == "kafka":
+    if args.server == "kafka":
         if config.kafka_nodes > 1 and config.kafka_node_hosts and not config.kafka_cluster_id:
             raise StackError("nodes on their own hosts need IOT_KAFKA_CLUSTER_ID: one id for all")
         argv = KafkaServer(config, config.kafka_node_id).command()
+    elif args.server == "mqtt-front":
+        if not args.shard_hosts:
+            raise StackError("serve mqtt-front needs --mqtt-shard-hosts (host:port of each shard)")
+        argv = HaproxyServer(config, args.shard_hosts).command()
     else:
         if config.insecure_anonymous:
             _say("WARNING: " + INSECURE_WARNING % config.mqtt_url)
-        argv = Stack(config).mosquitto.command(log_to_stdout=True)
+        server = MosquittoServer(config, args.shard, own_host=True) if args.shard else None
+        argv = (server or Stack(config).mosquitto).command(log_to_stdout=True)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # noqa: S606 - exec of our own server binary
     return 1  # not reached
@@ -221,7 +257,8 @@ def _run(args: argparse.Namespace) -> int:
         provision(
             args.kafka_bootstrap, args.mqtt_host, cfg.mqtt_port, cfg.secrets_dir,
             stack.device_ids(), progress=_say,
-            shard_ports=stack.recorded_shard_ports(), kafka_security=client_config(cfg),
+            shard_ports=args.shard_hosts or stack.recorded_shard_ports(),
+            kafka_security=client_config(cfg),
         )  # fmt: skip
         _say(f"provisioned; secrets in {cfg.secrets_dir}")
         return 0
@@ -229,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"secret in {add_tenant_consumer(stack.config, args.tenant)}")
         return 0
     if args.command == "serve":
-        return _serve(stack.config, args.server)
+        return _serve(stack.config, args)
     if args.command == "supervise":
         return _supervise(stack.config)
     if args.command == "reload-crl":

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 CONNECT_WAIT_S = 10
 # longer than any device's MQTT keep-alive x 1.5 (Mosquitto closes idle clients itself)
 IDLE_TIMEOUT_S = 3600
+# the shards' names looked up again at run time (`render(resolve=True)`): the nameservers of
+# /etc/resolv.conf (a container's: its engine's DNS), an answer kept for 10 s
+RESOLVER = "dns"
+RESOLVERS = [f"resolvers {RESOLVER}", "    parse-resolv-conf", "    hold valid 10s", ""]
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,14 @@ def render(
     connect_wait_s: int = CONNECT_WAIT_S,
     idle_timeout_s: int = IDLE_TIMEOUT_S,
     tls: TlsFront | None = None,
+    resolve: bool = False,
 ) -> str:
     """The whole config file. Shard ``i`` of ``shards`` (0-based) gets every client whose
     ``crc32(client id) % len(shards) == i``; anything that is not a valid MQTT CONNECT
-    within ``connect_wait_s`` is refused. With ``tls``, every shard needs its front socket."""
+    within ``connect_wait_s`` is refused. With ``tls``, every shard needs its front socket.
+    With ``resolve`` (shards named by host, each a container of its own), HAProxy looks the
+    names up again at run time (the resolvers of /etc/resolv.conf): a shard's container that
+    comes back with another address is found there, and one not up yet does not stop HAProxy."""
     if not shards:
         raise ValueError("need at least one shard")
     if tls is not None and not all(shard.front_socket for shard in shards):
@@ -69,6 +77,7 @@ def render(
         # no maxconn: HAProxy derives it from the file-descriptor limit it runs with
         *([f"    stats socket {tls.admin_socket} mode 600 level admin"] if tls else []),
         "",
+        *(RESOLVERS if resolve else []),
         "defaults",
         "    mode tcp",
         "    timeout connect 5s",
@@ -92,7 +101,8 @@ def render(
         lines += [
             "",
             f"backend {backend_name(i)}",
-            f"    server mosquitto-{i + 1} {shard.host}:{shard.port}",
+            f"    server mosquitto-{i + 1} {shard.host}:{shard.port}"
+            + (f" resolvers {RESOLVER} init-addr libc,none" if resolve else ""),
         ]
     if tls is not None:
         lines += _tls_front(bind_host, tls, shards, connect_wait_s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from stack import mqtt_tls
@@ -37,17 +38,23 @@ def check_config(path: Path) -> None:
 
 
 class HaproxyServer:
+    """HAProxy of `up --mqtt-shards N`, before the shards on mqtt_port + 1 .. + N of the
+    connect host; or before ``shard_hosts`` (host, port), each shard a host of its own
+    (`iot-stack serve mqtt-front`, docker-compose.shards.yml)."""
+
     name = "haproxy"
 
-    def __init__(self, config: StackConfig) -> None:
+    def __init__(self, config: StackConfig, shard_hosts: Sequence[tuple[str, int]] = ()) -> None:
         self.config = config
+        self.shard_hosts = list(shard_hosts)
         self.home = config.data_dir / "haproxy"
         self.conf_path = self.home / "haproxy.cfg"
         self.process = ManagedProcess("haproxy", config.run_dir, config.log_dir / "haproxy.log")
 
     @property
     def endpoint(self) -> str:
-        return f"{self.config.mqtt_url} -> {len(self.config.mqtt_shard_ports)} shards"
+        shards = len(self.shard_hosts or self.config.mqtt_shard_ports)
+        return f"{self.config.mqtt_url} -> {shards} shards"
 
     def _tls_front(self) -> TlsFront | None:
         """The TLS listener's files: the appliance CA (made on first start) and its CRL, and
@@ -101,15 +108,13 @@ class HaproxyServer:
         cfg = self.config
         self.home.mkdir(parents=True, exist_ok=True)
         tls = self._tls_front()
+        addresses = self.shard_hosts or [(cfg.connect_host, p) for p in cfg.mqtt_shard_ports]
         shards = [
-            ShardAddress(
-                cfg.connect_host,
-                port,
-                str(mqtt_tls.front_socket(cfg, i)) if tls else "",
-            )
-            for i, port in enumerate(cfg.mqtt_shard_ports, start=1)
+            ShardAddress(host, port, str(mqtt_tls.front_socket(cfg, i)) if tls else "")
+            for i, (host, port) in enumerate(addresses, start=1)
         ]
-        self.conf_path.write_text(render(cfg.bind_host, cfg.mqtt_port, shards, tls=tls))
+        text = render(cfg.bind_host, cfg.mqtt_port, shards, tls=tls, resolve=bool(self.shard_hosts))
+        self.conf_path.write_text(text)
         check_config(self.conf_path)
         return self.conf_path
 

@@ -60,13 +60,15 @@ class MosquittoServer:
     """One Mosquitto: the stack's only one (``shard`` 0), or shard ``i`` (1-based) of
     `--mqtt-shards N`, listening on mqtt_port + i on the connect host (HAProxy holds
     mqtt_port); with the TLS listener on, HAProxy terminates it and hands the shard its
-    devices over the shard's front socket (:func:`stack.mqtt_tls.front_socket`)."""
+    devices over the shard's front socket (:func:`stack.mqtt_tls.front_socket`). A shard
+    that is a host of its own (`iot-stack serve mosquitto --mqtt-shard I`, a container of
+    docker-compose.shards.yml) listens on bind_host:mqtt_port instead (``own_host``)."""
 
-    def __init__(self, config: StackConfig, shard: int = 0) -> None:
+    def __init__(self, config: StackConfig, shard: int = 0, *, own_host: bool = False) -> None:
         self.config = config
         self.shard = shard
         self.name = shard_name(shard)
-        if shard:
+        if shard and not own_host:
             self.host, self.port = config.connect_host, config.mqtt_port + shard
         else:
             self.host, self.port = config.bind_host, config.mqtt_port

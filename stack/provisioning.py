@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import ids
-from registry.dynsec import DynsecClient, admin_client
+from registry.dynsec import DynsecClient, Shard, admin_client
 from registry.dynsec_plan import Command
 from registry.errors import RegistryError
 from registry.hashing import ScryptParams
@@ -94,7 +94,7 @@ def provision(
     *,
     progress: Callable[[str], None] = log.info,
     offline: Offline | None = None,
-    shard_ports: Sequence[int] = (),
+    shard_ports: Sequence[Shard] = (),
     kafka_security: Mapping[str, str] | None = None,
 ) -> Provisioned:
     """Service accounts and devices, the missing ones. With ``offline`` (the launcher, which
@@ -121,7 +121,7 @@ def registry_session(
     *,
     actor: str,
     progress: Callable[[str], None] = log.info,
-    shard_ports: Sequence[int] = (),
+    shard_ports: Sequence[Shard] = (),
     kafka_security: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Registry, DynsecClient]]:
     """The registry, writable as the local admin ``actor``, with Mosquitto's dynsec behind it

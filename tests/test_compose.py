@@ -493,7 +493,9 @@ def _spec_errors(doc: dict[str, Any]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.kafka3.yml"])
+@pytest.mark.parametrize(
+    "name", ["docker-compose.yml", "docker-compose.kafka3.yml", "docker-compose.shards.yml"]
+)
 def test_each_file_is_valid_for_compose_v2(name: str) -> None:
     assert _spec_errors(yaml.safe_load((ROOT / name).read_text())) == []
 

@@ -26,7 +26,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_SOCKET = "unix:///run/iot-containers/docker.sock"  # .ci/containers' socket
-IMAGE = "iot-appliance:latest"  # docker-compose.yml's image
+# docker-compose.yml's image; IOT_CONTAINER_IMAGE: another tag, so that runs of several
+# checkouts on one engine do not build over each other's (the derived files name it)
+IMAGE = os.environ.get("IOT_CONTAINER_IMAGE") or "iot-appliance:latest"
 TIMINGS = ROOT / "var" / "containers" / "timings.jsonl"
 
 
