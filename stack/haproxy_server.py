@@ -30,11 +30,13 @@ def haproxy_binary() -> str:
 
 def check_config(path: Path) -> None:
     """``haproxy -c -f path``; StackError with HAProxy's own words when it refuses it."""
+    # not -q: it silences the ALERT lines that say why, too
     done = subprocess.run(
-        [haproxy_binary(), "-c", "-q", "-f", str(path)], check=False, capture_output=True, text=True
+        [haproxy_binary(), "-c", "-f", str(path)], check=False, capture_output=True, text=True
     )
     if done.returncode != 0:
-        raise StackError(f"haproxy refused {path}: {(done.stderr or done.stdout).strip()}")
+        alerts = [line for line in (done.stderr + done.stdout).splitlines() if "[ALERT]" in line]
+        raise StackError(f"haproxy refused {path}: {' '.join(alerts) or done.stderr.strip()}")
 
 
 class HaproxyServer:

@@ -89,8 +89,10 @@ def listener_lines(config: StackConfig) -> str:
     return store.listener_conf(config.mqtt_tls_port, config.bind_host or None)
 
 
-# sun_path holds 108 bytes with its terminating NUL
-MAX_SOCKET_PATH = 107
+# sun_path holds 108 bytes with its terminating NUL, but HAProxy (Debian's 2.6), which connects
+# to the front sockets and binds the admin socket, refuses paths over 97 ("too long (max 97)":
+# it keeps room to bind through a temporary name), so the shorter limit holds for all of them
+MAX_SOCKET_PATH = 97
 
 
 def front_dir(config: StackConfig) -> Path:

@@ -53,6 +53,23 @@ def test_haproxy_refuses_a_broken_config(tmp_path: Path) -> None:
     assert _haproxy_check(path).returncode != 0
 
 
+def test_check_config_says_why_and_the_socket_limit_is_haproxys(tmp_path: Path) -> None:
+    from stack.haproxy_server import check_config
+    from stack.mqtt_tls import MAX_SOCKET_PATH
+
+    def front(sock: str) -> str:
+        shard = ShardAddress("127.0.0.1", 1884)
+        return render("127.0.0.1", 1883, [shard]) + f"backend b\n    server s unix@{sock}\n"
+
+    path = tmp_path / "haproxy.cfg"
+    longest = "/" + "s" * (MAX_SOCKET_PATH - 1)  # a unix socket path of the limit's length
+    path.write_text(front(longest))
+    check_config(path)  # HAProxy takes the longest path the stack lets through
+    path.write_text(front(longest + "s"))
+    with pytest.raises(StackError, match=r"haproxy refused .*too long \(max 97\)"):
+        check_config(path)  # one byte more: refused, and the error says why
+
+
 def test_render_needs_a_shard() -> None:
     with pytest.raises(ValueError, match="at least one shard"):
         render("127.0.0.1", 1883, [])
@@ -239,7 +256,7 @@ def test_shards_behind_the_tls_front_refuse_to_start_without_the_plugin_or_with_
     monkeypatch.undo()
     deep = tmp_path / ("d" * 100)
     long_cfg = StackConfig(data_dir=deep, mqtt_port=21883, mqtt_tls_port=28883, mqtt_shards=2)
-    with pytest.raises(StackError, match=r"longer than 107 bytes .* use a shorter data_dir"):
+    with pytest.raises(StackError, match=r"longer than 97 bytes .* use a shorter data_dir"):
         Stack(long_cfg).haproxy.render_config()
 
 
