@@ -20,7 +20,6 @@ from api.mr.apikeys import ApiKeyHandlers
 from api.mr.consumers import ConsumerPool
 from api.mr.metrics import ApiMetrics
 from api.operator.app import OperatorHandlers
-from api.plumbing import retired_clients
 from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
@@ -31,6 +30,7 @@ from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
 from api.sawmill.app import SawmillHandlers
+from kafka_watch import retired
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
@@ -174,8 +174,8 @@ class ApiService:
             if self.auth is not None:
                 self.auth.close()
             self.loop_watch.stop()
-            # the replaced and closed long-lived clients, freed off the loop (retired_clients)
-            await asyncio.to_thread(retired_clients.drain, self.cfg.shutdown_timeout_s + 10)
+            # the replaced and closed long-lived clients, freed off the loop (kafka_watch.retired)
+            await asyncio.to_thread(retired.drain, self.cfg.shutdown_timeout_s + 10)
         log.info("iot-api stopped")
 
     async def run(self) -> None:

@@ -9,7 +9,8 @@ answered; several at once kept iot-api's ``/readyz`` from answering for 30 s (is
 loss test). So a client that is replaced or closed is handed to :func:`retire`, which keeps
 it for a moment (so that the references the caller still holds, its frames and errors, go
 first) and then drops it in the reaper thread; :func:`drain` waits until all are gone (a
-service's stop: no client outlives it)."""
+service's stop: no client outlives it). Shared by every service that replaces a long-lived
+client (:mod:`kafka_watch`)."""
 
 from __future__ import annotations
 

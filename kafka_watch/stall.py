@@ -13,9 +13,11 @@ The position must count what no record fills: librdkafka's ``Consumer.position``
 transaction's commit marker (measured: 3 records of a committed transaction at offsets 0-2,
 position 4 = the high watermark), the offset of the last record handed out + 1 does not.
 
-The judge also counts what its owner did about it, for ``/metrics``
-(``api.plumbing.kafka_renew.RenewalCollector``): ``renewals`` (consumers replaced) and
-``failures`` (partitions behind without progress at the last check, 0 when it reads).
+The judge also counts what its owner did about it, for its service's ``/metrics`` (iot-api's
+``api.plumbing.kafka_renew.RenewalCollector``, the command path's ``commands.metrics``):
+``renewals`` (consumers replaced) and ``failures`` (partitions behind without progress at the
+last check, 0 when it reads). Its owner asks Kafka through :mod:`kafka_watch.consumer`, or
+passes positions and ends it already holds (the registry follower).
 """
 
 from __future__ import annotations

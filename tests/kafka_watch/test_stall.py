@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.plumbing.consumer_stall import StallJudge
+from kafka_watch.stall import StallJudge
 
 A, B = ("t", 0), ("t", 1)
 
