@@ -27,7 +27,7 @@ def consumer_stall(
     timeout_s: float,
     now: float,
     *,
-    group_start: bool = False,
+    group_start: str = "",
 ) -> list[Partition]:
     """The partitions of ``consumer``'s assignment that ``judge`` finds stalled at ``now``.
 
@@ -35,10 +35,10 @@ def consumer_stall(
     ``timeout_s``: a request left unanswered raises KafkaException, as any other failing call
     of the consumer); its position is the later of librdkafka's and ``handed``'s (the next
     offset the owner has yet to get, or where it was assigned). With ``group_start`` (a group
-    member reading from ``auto.offset.reset=earliest``), a partition whose position neither
-    knows (it handed nothing yet) starts at the group's commit, or without one at the
-    partition's low watermark: where the member was to begin, so one wedged from its
-    assignment is judged too."""
+    member's ``auto.offset.reset``, "earliest" or "latest"), a partition whose position
+    neither knows (it handed nothing yet) starts at the group's commit, or without one at the
+    partition's low watermark ("earliest"; "latest": its end, nothing to judge): where the
+    member was to begin, so one wedged from its assignment is judged too."""
     parts = consumer.assignment()
     if not parts:
         return []
@@ -58,7 +58,7 @@ def consumer_stall(
             key = (c.topic, c.partition)
             if c.error is None and c.offset >= 0:
                 positions[key] = c.offset
-            elif highs.get(key, -1) > 0:  # records there, no commit: it starts at the low end
+            elif group_start == "earliest" and highs.get(key, -1) > 0:  # from the low end
                 low, _ = consumer.get_watermark_offsets(c, timeout=timeout_s, cached=False)
                 positions[key] = low
     return judge.check(now, positions, highs)
@@ -70,11 +70,14 @@ def consumer_stalled(
     handed: Mapping[Partition, int],
     who: str,
     *,
-    group_start: bool = False,
+    group_start: str = "",
+    timeout_s: float = 5.0,
 ) -> bool:
-    """Whether ``consumer`` stalled now (:func:`consumer_stall`, within 5 s); if so, counted
-    (``judge.renewed``) and logged as ``who``'s, and its owner replaces it."""
-    stuck = consumer_stall(consumer, judge, handed, 5.0, time.monotonic(), group_start=group_start)
+    """Whether ``consumer`` stalled now (:func:`consumer_stall`, within ``timeout_s``); if so,
+    counted (``judge.renewed``) and logged as ``who``'s, and its owner replaces it."""
+    stuck = consumer_stall(
+        consumer, judge, handed, timeout_s, time.monotonic(), group_start=group_start
+    )
     if not stuck:
         return False
     stalled_log(judge, stuck, who)

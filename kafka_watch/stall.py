@@ -22,7 +22,7 @@ passes positions and ends it already holds (the registry follower).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 Partition = tuple[str, int]  # (topic, partition)
 
@@ -87,3 +87,18 @@ class StallJudge:
         """A new consumer (a re-assignment, a retry after an error): nothing held against it."""
         self._behind.clear()
         self.failures = 0
+
+
+class StallTally:
+    """What many consumers of one kind did (MR's consumer ids, a service's queue members), for
+    ``/metrics`` under one name rather than one per consumer: ``renewals`` counted by their
+    owners, ``failures`` the partitions behind without progress over the judges alive now."""
+
+    def __init__(self, name: str, judges: Callable[[], Iterable[StallJudge]]) -> None:
+        self.name = name
+        self.renewals = 0
+        self._judges = judges
+
+    @property
+    def failures(self) -> int:
+        return sum(j.failures for j in self._judges())

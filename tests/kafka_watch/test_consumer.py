@@ -74,13 +74,17 @@ def test_a_group_member_that_handed_nothing_starts_at_its_commit_or_the_low_end(
                          committed={0: 3, 3: 5}, low=2)  # fmt: skip
     judge = StallJudge("commands", 10.0)
     stall = cast(Any, consumer_stall)
-    assert stall(consumer, judge, {}, 5.0, 0.0, group_start=True) == []
+    assert stall(consumer, judge, {}, 5.0, 0.0, group_start="earliest") == []
     assert consumer.asked_committed == [[0, 1, 2, 3]]
-    assert stall(consumer, judge, {}, 5.0, 10.0, group_start=True) == [("t", 0), ("t", 1)]
+    assert stall(consumer, judge, {}, 5.0, 10.0, group_start="earliest") == [("t", 0), ("t", 1)]
     consumer.pos[0] = 4  # it read one: its own position now
-    assert stall(consumer, judge, {}, 5.0, 11.0, group_start=True) == [("t", 1)]
+    assert stall(consumer, judge, {}, 5.0, 11.0, group_start="earliest") == [("t", 1)]
     assert consumer.asked_committed[-1] == [1, 2, 3]
     assert stall(consumer, judge, {}, 5.0, 11.0) == []  # without group_start: 1 is unknown
+    judge.reset()
+    consumer.pos[0] = 9  # caught up on 0: only 1 (no commit) is left to judge
+    assert stall(consumer, judge, {}, 5.0, 20.0, group_start="latest") == []
+    assert stall(consumer, judge, {}, 5.0, 30.0, group_start="latest") == []  # 1: from its end
 
 
 def test_consumer_stalled_counts_and_logs(caplog: pytest.LogCaptureFixture) -> None:
