@@ -59,6 +59,7 @@ COPY pyproject.toml README.md ./
 COPY mqtt_codec/ mqtt_codec/
 COPY appconfig/ appconfig/
 COPY health/ health/
+COPY kafka_watch/ kafka_watch/
 COPY bridge/ bridge/
 COPY commands/ commands/
 COPY device_sim/ device_sim/

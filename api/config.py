@@ -44,8 +44,9 @@ class ApiConfig:
     kafka_linger_ms: int = _setting(5, "Producer linger.ms (a publish waits for its batch).")
     kafka_consumer_stall_s: float = _setting(
         30.0,
-        "A long-lived consumer (the console's tailer, the operator feed) whose partitions have "
-        "records past its position that it has not advanced on for this long is replaced (s).",
+        "A long-lived consumer (the console's tailer, the operator feed, the registry "
+        "followers, MR's consumer ids, the queues' members) whose partitions have records "
+        "past its position that it has not advanced on for this long is replaced (s).",
     )
     # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
     kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])

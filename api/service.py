@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -20,7 +21,6 @@ from api.mr.apikeys import ApiKeyHandlers
 from api.mr.consumers import ConsumerPool
 from api.mr.metrics import ApiMetrics
 from api.operator.app import OperatorHandlers
-from api.plumbing import retired_clients
 from api.plumbing.auth import RegistryAuthenticator, load_master
 from api.plumbing.kafka_admin import TopicAdmin
 from api.plumbing.kafka_health import KafkaHealth
@@ -31,6 +31,8 @@ from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
 from api.sawmill.app import SawmillHandlers
+from kafka_watch import retired
+from kafka_watch.stall import StallJudge
 
 log = logging.getLogger(__name__)
 # blocking Kafka calls (long-poll chunks, commits, admin) run in threads: more than the default 6
@@ -51,7 +53,10 @@ class ApiService:
             max_bytes=cfg.max_message_bytes,
         )
         self.pool = ConsumerPool(
-            cfg.kafka_bootstrap, idle_s=cfg.consumer_idle_s, max_consumers=cfg.max_consumers
+            cfg.kafka_bootstrap,
+            idle_s=cfg.consumer_idle_s,
+            max_consumers=cfg.max_consumers,
+            stall_s=cfg.kafka_consumer_stall_s,
         )
         self.auth = (
             None
@@ -63,6 +68,7 @@ class ApiService:
                 transactional_id=cfg.registry_transactional_id,
                 master=load_master(cfg.api_key_master_file),
                 window_s=cfg.hmac_window_s,
+                stall_s=cfg.kafka_consumer_stall_s,
             )
         )
         self.sawmill: SawmillHandlers | None = None
@@ -110,8 +116,17 @@ class ApiService:
         app = build_app(handlers, self.auth, extra)
         # the long-lived clients replaced when they stop answering, on /metrics (issue 32)
         # and the long-lived consumers replaced when they stall (receive nothing, records there)
-        renewing: list[Renewed] = [self.admin.renewing, health.renewing, self.operator.feed.stall]
-        handlers.stats.registry.register(RenewalCollector(lambda: renewing))
+        renewing: list[Renewed] = [self.admin.renewing, health.renewing, self.operator.feed.stall,
+                                   self.pool.stall, self.queues.stall,
+                                   self.queues.settings.stall]  # fmt: skip
+        followers: list[Callable[[], StallJudge | None]] = []  # the registry's, once started
+        if self.auth is not None:
+            followers.append(lambda: self.auth.follower_stall if self.auth else None)
+
+        def clients() -> list[Renewed]:
+            return renewing + [j for f in followers if (j := f()) is not None]
+
+        handlers.stats.registry.register(RenewalCollector(clients))
         handlers.stats.registry.register(self.loop_watch)
         if self.console_cfg is not None:  # the operator console (docs/console.md)
             published = handlers.stats.registry
@@ -122,6 +137,7 @@ class ApiService:
             )  # fmt: skip
             app.add_subapp("/console", build_console_app(console))
             renewing += [console.kafka.admin, console.kafka.group_offsets, console.tailer.stall]
+            followers.append(lambda: console.operators.follower_stall)
         self._runner = web.AppRunner(
             app,
             access_log=None,
@@ -174,8 +190,8 @@ class ApiService:
             if self.auth is not None:
                 self.auth.close()
             self.loop_watch.stop()
-            # the replaced and closed long-lived clients, freed off the loop (retired_clients)
-            await asyncio.to_thread(retired_clients.drain, self.cfg.shutdown_timeout_s + 10)
+            # the replaced and closed long-lived clients, freed off the loop (kafka_watch.retired)
+            await asyncio.to_thread(retired.drain, self.cfg.shutdown_timeout_s + 10)
         log.info("iot-api stopped")
 
     async def run(self) -> None:

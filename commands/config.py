@@ -85,6 +85,12 @@ class CommandConfig(BridgeConfig):
     command_shard: int = _setting(
         0, "Which MQTT shard (0-based) this command path serves, with command_shards > 1."
     )
+    command_consumer_stall_s: float = _setting(
+        30.0,
+        "The iot.commands consumer, not paused by flow control, whose partitions have records "
+        "past its position that it has not advanced on for this long is replaced by a new "
+        "member of its group (s); as iot-api's kafka_consumer_stall_s.",
+    )
     command_http_port: int = _setting(
         9101,
         "Port of `iot-cmd serve`'s metrics (/metrics) and health (/healthz, /readyz) endpoint, "
@@ -121,6 +127,7 @@ class CommandConfig(BridgeConfig):
         need(0 <= self.command_mqtt_publishers <= 64, "command_mqtt_publishers must be 0-64")
         need(0 <= self.command_fetch_wait_ms <= 1000, "command_fetch_wait_ms must be 0-1000")
         need(0 <= self.command_linger_ms <= 1000, "command_linger_ms must be 0-1000")
+        need(self.command_consumer_stall_s > 0, "command_consumer_stall_s must be > 0")
         need(0 <= self.command_http_port <= 65535, "command_http_port must be 0-65535")
         return problems
 

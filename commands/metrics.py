@@ -29,6 +29,8 @@ COUNTERS: Final[Mapping[str, str]] = {
     "foreign_replies": "Replies for devices whose commands partition another instance owns",
     "expired": "Commands that ended expired (attempts or TTL ran out)",
     "adopted": "Pending commands adopted from the status topic at start-up",
+    "consumer_renewals": "iot.commands consumers replaced because they stalled (records in "
+    "their partitions past a position that did not move for command_consumer_stall_s)",
 }
 PREFIX: Final = "iot_commands_"
 

@@ -81,9 +81,6 @@ class CommandService:
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
         self._writer: RecordWriter | None = None
-        self._commands = CommandConsumer(
-            config, self._defaults, on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
         self._link: LinkPool | None = None
         self._early_events: list[LinkEvent] = []
         self._backlog: list[Action] = []
@@ -101,7 +98,12 @@ class CommandService:
             "foreign_replies": 0,
             "expired": 0,
             "adopted": 0,
+            "consumer_renewals": 0,
         }
+        self._commands = CommandConsumer(
+            config, self._defaults, on_assign=self._on_assign, on_revoke=self._on_revoke,
+            stats=self.stats,
+        )  # fmt: skip
         self._publisher = CommandPublisher(
             self._tracker, self._now, self.stats, config.command_max_inflight
         )

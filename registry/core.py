@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_watch.stall import StallJudge
 from registry import dynsec_plan as plan
 from registry.audit import AuditRecord
 from registry.dynsec import DynsecClient, DynsecError
@@ -49,13 +50,15 @@ class RegistryCore:
         records, self._position = self.store.read_since(None)
         self.state = rebuild(records)
 
-    def follow(self) -> None:
+    def follow(self, stall_s: float = 30.0, name: str = "registry-follower") -> None:
         """Keep a consumer open from here on: :meth:`refresh` then reads up to the topic's end
-        as Kafka reports it at the call (a read barrier, registry.follower), cheaply."""
+        as Kafka reports it at the call (a read barrier, registry.follower), cheaply; one that
+        stalls for ``stall_s`` is replaced (counted by :attr:`follower_stall`, as ``name``)."""
         if self._follower is None:
             follower = RegistryFollower(
-                self.store.bootstrap, self.store.topic, security=self.store.security
-            )
+                self.store.bootstrap, self.store.topic, security=self.store.security,
+                stall_s=stall_s, name=name,
+            )  # fmt: skip
             follower.start(self._position or {})
             self._follower = follower
 
@@ -72,6 +75,11 @@ class RegistryCore:
         for key, value in records:
             self.state.apply(key, value)
         return len(records)
+
+    @property
+    def follower_stall(self) -> StallJudge | None:
+        """The follower's stall judge (its renewals), once :meth:`follow` was called."""
+        return self._follower.stall if self._follower is not None else None
 
     def stop_following(self) -> None:
         if self._follower is not None:

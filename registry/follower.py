@@ -18,6 +18,15 @@ else makes librdkafka look for a new partition leader, and its ListOffsets kept 
 dead leader of a 3-node cluster until that node came back (bench/results/chaos.md, "3-node
 Kafka": every iot-api login refused for the 42 s the node was away, not the seconds the
 cluster took to elect another leader).
+
+The fetching consumer itself can wedge (issue 32): librdkafka raises nothing, it just delivers
+nothing, and every strict ``catch_up`` times out (every log-in refused) while the topic's end
+moves on. Each ``catch_up`` shows its :class:`~kafka_watch.stall.StallJudge` the position and
+the end it just asked (no further request): a partition behind its end at a position that has
+not moved for ``stall_s`` makes the consumer stalled, and it is logged, counted (``stall``:
+iot-api's ``iot_api_kafka_client_renewals_total{client="registry-follower"}``) and replaced by a
+new one assigned at the same positions (nothing read twice, nothing skipped); the old one is
+freed off the caller's thread (:func:`kafka_watch.retired.retire`).
 """
 
 from __future__ import annotations
@@ -25,10 +34,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from kafka_watch.consumer import stalled_log
+from kafka_watch.retired import retire
+from kafka_watch.stall import StallJudge
 from registry.kafka_store import Record, StoreError
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -43,6 +55,9 @@ class RegistryFollower:
         topic: str,
         timeout: float = DEFAULT_TIMEOUT_S,
         security: Mapping[str, str] | None = None,
+        *,
+        stall_s: float = 30.0,
+        name: str = "registry-follower",
     ) -> None:
         self.bootstrap = bootstrap
         self.client_base: dict[str, str] = {"bootstrap.servers": bootstrap, **(security or {})}
@@ -53,10 +68,20 @@ class RegistryFollower:
         self._position: dict[int, int] = {}
         self._lock = threading.Lock()  # a Consumer is not safe to share between threads
         self._failed_at = -1e9  # when Kafka last did not answer the end's query
+        self.stall = StallJudge(name, stall_s)  # counted on its service's /metrics
+        self.on_consumer: Callable[[Consumer], None] | None = None  # tests: each new one
 
     def start(self, position: dict[int, int]) -> None:
         """Follow the topic from ``position`` (partition -> next offset, as a full read left
         it: :meth:`KafkaStore.read_since`)."""
+        self._position = dict(position)
+        self._consumer = self._new_consumer()
+        # The end is asked on a connection of its own: on the fetching consumer's, the answer
+        # queues behind the broker's held fetch (fetch.wait.max.ms): measured ~100 ms a check.
+        self._probe = self._new_probe()
+
+    def _new_consumer(self) -> Consumer:
+        """A fetching consumer assigned at the current positions."""
         consumer = Consumer(
             {
                 **self.client_base,
@@ -67,12 +92,11 @@ class RegistryFollower:
                 "fetch.wait.max.ms": 100,
             }
         )
-        self._position = dict(position)
         consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._position.items()])
-        self._consumer = consumer
-        # The end is asked on a connection of its own: on the fetching consumer's, the answer
-        # queues behind the broker's held fetch (fetch.wait.max.ms): measured ~100 ms a check.
-        self._probe = self._new_probe()
+        self.stall.assigned(time.monotonic())
+        if self.on_consumer is not None:
+            self.on_consumer(consumer)
+        return consumer
 
     def _new_probe(self) -> Consumer:
         return Consumer(
@@ -123,6 +147,7 @@ class RegistryFollower:
                 if strict:
                     raise
                 return self._queued(consumer)
+            consumer = self._renew_if_stalled(consumer, ends)
             records: list[Record] = []
             while any(self._position[p] < end for p, end in ends.items()):
                 left = deadline - time.monotonic()
@@ -137,6 +162,20 @@ class RegistryFollower:
                 if msg is not None:
                     self._take(msg, records)
             return records
+
+    def _renew_if_stalled(self, consumer: Consumer, ends: dict[int, int]) -> Consumer:
+        """``consumer``, or a new one at the same positions if it stalled (see the module)."""
+        stuck = self.stall.check(
+            time.monotonic(),
+            {(self.topic, p): o for p, o in self._position.items()},
+            {(self.topic, p): e for p, e in ends.items()},
+        )
+        if not stuck:
+            return consumer
+        stalled_log(self.stall, stuck, "registry follower: its")
+        self._consumer = self._new_consumer()
+        retire(consumer)
+        return self._consumer
 
     def _take(self, msg: Message, records: list[Record]) -> None:
         partition, offset = msg.partition() or 0, msg.offset() or 0

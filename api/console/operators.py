@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from api.console.roles import may_log_in
 from appconfig.kafka_security import client_defaults
+from kafka_watch.stall import StallJudge
 from registry.dynsec import admin_client, parse_ports
 from registry.kafka_store import KafkaStore
 from registry.model import Role
@@ -39,7 +40,9 @@ class Operators:
         admin_password_file: str,
         *,
         shard_ports: str = "",
+        stall_s: float = 30.0,
     ) -> None:
+        self._stall_s = stall_s  # its registry follower's (registry.follower)
         self.bootstrap = bootstrap
         # `iot-stack up --mqtt-shards N`: changes go to each shard on its own port
         self.shard_ports = parse_ports(shard_ports)
@@ -55,7 +58,12 @@ class Operators:
     def start(self) -> None:
         self._store = KafkaStore(self.bootstrap, self.topic, security=client_defaults())
         self.registry = Registry.open(self._store, Actor("svc/iot-console", (Role.VIEWER,)))
-        self.registry.follow()
+        self.registry.follow(self._stall_s, "console-registry-follower")
+
+    @property
+    def follower_stall(self) -> StallJudge | None:
+        """Its registry follower's stall judge (replacements, on /metrics), once started."""
+        return self.registry.follower_stall if self.registry is not None else None
 
     def close(self) -> None:
         if self.registry is not None:

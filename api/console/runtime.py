@@ -49,6 +49,7 @@ class Console:
         self.operators = Operators(
             bootstrap, registry_topic, cfg.console_mqtt_host, cfg.console_mqtt_port,
             cfg.console_admin_password_file, shard_ports=cfg.console_mqtt_shard_ports,
+            stall_s=stall_s,
         )  # fmt: skip
         self.kafka = KafkaView(bootstrap)
         self.fleet = FleetState()

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
-from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
-from api.plumbing.kafka_renew import consumer_stalled
-from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
 from bridge.topics import tenant_kafka_topic
+from kafka_watch.consumer import consumer_stalled
+from kafka_watch.retired import retire
+from kafka_watch.stall import StallJudge
 from registry import ids
 
 log = logging.getLogger(__name__)

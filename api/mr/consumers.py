@@ -9,6 +9,10 @@
   fetched beyond ``limit`` waits in the consumer's buffer for the next request of the same id,
   and is dropped (to be fetched again from the committed offset) when its partition is revoked
   or the consumer closed: at-least-once, never the reference's loss of over-fetched records.
+- A consumer id's member that stalls (fetches nothing while records wait past its position, for
+  ``kafka_consumer_stall_s``) is replaced by a new member of the same group
+  (api.plumbing.buffered_member): what it fetched and had not returned is read again from the
+  commit, as after a rebalance; counted as ``mr-consumers`` on /metrics.
 - Every blocking call on a consumer holds its thread lock; a request holds its asyncio lock from
   fetch to commit, so concurrent GETs of one id are served one after the other.
 """
@@ -30,6 +34,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from api.plumbing.buffered_member import BufferedMember
 from api.plumbing.params import kafka_group_id
 from appconfig.kafka_security import client_base
+from kafka_watch.stall import StallJudge, StallTally
 
 log = logging.getLogger(__name__)
 _COORDINATOR_MOVING = frozenset(
@@ -76,8 +81,10 @@ class GroupConsumer(BufferedMember[Fetched]):
         *,
         buffer_max: int,
         draining: threading.Event | None = None,
+        stall: StallJudge | None = None,
+        tally: StallTally | None = None,
     ) -> None:
-        super().__init__(buffer_max, draining)
+        super().__init__(buffer_max, draining, stall=stall, tally=tally)
         self.topic = topic
         self.group = group
         self.consumer_id = consumer_id
@@ -127,6 +134,17 @@ class GroupConsumer(BufferedMember[Fetched]):
             _retrying(lambda: consumer.commit(offsets=ends, asynchronous=False) or [])
         except KafkaException as exc:  # the group is active elsewhere: its members decide
             log.warning("group %s: start not pinned (%s)", self._settings["group.id"], exc)
+
+    def _new_member(self) -> Consumer:
+        consumer = Consumer(self._settings)  # the group has its start: nothing to pin
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
+
+    def _who(self) -> str:
+        return f"MR consumer {self.group}/{self.consumer_id} on {self.topic}"
+
+    def _reset(self) -> str:
+        return str(self._settings["auto.offset.reset"])
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         super()._on_assign(consumer, partitions)
@@ -182,8 +200,12 @@ class ConsumerPool:
         max_consumers: int = 900,
         buffer_max: int = 1000,
         draining: threading.Event | None = None,
+        stall_s: float = 30.0,
     ) -> None:
         self._bootstrap = bootstrap
+        self._stall_s = stall_s  # a consumer id's member that stalls this long is replaced
+        # its replacements, on /metrics (one name for all ids, not one per id)
+        self.stall = StallTally("mr-consumers", self._judges)
         self.draining = draining if draining is not None else threading.Event()
         self._idle_s = idle_s
         self.max_consumers = max_consumers
@@ -214,7 +236,8 @@ class ConsumerPool:
                 await self._make_room()
                 found = GroupConsumer(
                     self._bootstrap, topic, group, consumer_id, buffer_max=self._buffer_max,
-                    draining=self.draining,
+                    draining=self.draining, tally=self.stall,
+                    stall=StallJudge(f"mr-consumer {group}/{consumer_id}", self._stall_s),
                 )  # fmt: skip
                 self._opening += 1  # counted against the bound while it opens (in a thread)
                 try:
@@ -226,6 +249,9 @@ class ConsumerPool:
                 self._consumers[key] = found
         self._creating.pop(key, None)
         return found
+
+    def _judges(self) -> list[StallJudge]:
+        return [c.stall for c in list(self._consumers.values()) if c.stall is not None]
 
     async def _make_room(self) -> None:
         """At the bound: close the least recently used consumer that no request holds."""

@@ -28,11 +28,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from api.console.fleet import FleetState
 from api.operator.model import status_tenant
-from api.plumbing.consumer_stall import StallJudge
 from api.plumbing.kafka_batch import take
-from api.plumbing.kafka_renew import consumer_stalled
-from api.plumbing.retired_clients import retire
 from appconfig.kafka_security import client_base
+from kafka_watch.consumer import consumer_stalled
+from kafka_watch.retired import retire
+from kafka_watch.stall import StallJudge
 from registry.ids import DEFAULT_TENANT
 from registry.topics import device_username
 

@@ -36,6 +36,7 @@ from api.plumbing import cambria
 from api.plumbing.access import Principal
 from api.plumbing.outage_log import OutageLog
 from appconfig.kafka_security import client_defaults
+from kafka_watch.stall import StallJudge
 from registry.errors import RegistryError
 from registry.kafka_store import KafkaStore
 from registry.model import ApiKey, Role, TopicAcl
@@ -91,8 +92,10 @@ class RegistryAuthenticator:
         master: bytes | None = None,
         window_s: float = 600.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stall_s: float = 30.0,
     ) -> None:
         self._bootstrap = bootstrap
+        self._stall_s = stall_s  # its registry follower's (registry.follower)
         self._topics = (topic, audit_topic, transactional_id)
         self._store = KafkaStore(
             bootstrap, topic, audit_topic, transactional_id, security=client_defaults()
@@ -109,7 +112,7 @@ class RegistryAuthenticator:
     async def start(self) -> None:
         def open_and_follow() -> Registry:
             registry = Registry.open(self._store, Actor("svc/iot-api", (Role.API,)))
-            registry.follow()
+            registry.follow(self._stall_s, "registry-follower")
             return registry
 
         self._registry = await asyncio.to_thread(open_and_follow)
@@ -118,6 +121,11 @@ class RegistryAuthenticator:
     def registry(self) -> Registry:
         assert self._registry is not None, "start() first"
         return self._registry
+
+    @property
+    def follower_stall(self) -> StallJudge | None:
+        """Its registry follower's stall judge (replacements, on /metrics), once started."""
+        return self._registry.follower_stall if self._registry is not None else None
 
     async def _catch_up(self) -> None:
         try:

@@ -15,9 +15,9 @@ import logging
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from api.plumbing import retired_clients
 from api.plumbing.kafka_renew import Renewing
 from appconfig.kafka_security import client_base
+from kafka_watch import retired
 
 log = logging.getLogger(__name__)
 
@@ -107,4 +107,4 @@ class KafkaHealth:
                 self._probing.exception()  # retrieved: a last failed probe is no news at stop
             self._probing = None
         self.renewing.close()
-        await asyncio.to_thread(retired_clients.drain, 10.0)
+        await asyncio.to_thread(retired.drain, 10.0)

@@ -10,10 +10,9 @@ per gap, not one per call). What happened is counted per client (``renewals``, `
 for ``/metrics`` (:class:`RenewalCollector`).
 
 A long-lived consumer raises nothing when it wedges: it fetches nothing while its partitions'
-high watermarks move on. :func:`consumer_stall` asks Kafka those high watermarks within a
-bounded wait and has :class:`~api.plumbing.consumer_stall.StallJudge` (pure) say whether the
-consumer stalled; its owner (the console's tailer, the operator feed) then replaces it, hands
-the old one to :func:`retire`, and the judge counts it on the same ``/metrics`` family."""
+high watermarks move on. Its :class:`~kafka_watch.stall.StallJudge` (``kafka_watch``, shared by
+every service) finds it; its owner (the console's tailer, the operator feed, MR's and the
+queues' group members) replaces it, and the judge counts it on the same ``/metrics`` family."""
 
 from __future__ import annotations
 
@@ -25,12 +24,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, wait
 from typing import Any, Generic, Protocol, TypeVar
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from api.plumbing.consumer_stall import Partition, StallJudge
-from api.plumbing.retired_clients import retire
+from kafka_watch.retired import retire
 
 log = logging.getLogger(__name__)
 C = TypeVar("C")
@@ -163,53 +161,6 @@ class Renewing(Generic[C]):
         )  # fmt: skip
         retire(old)
         return True
-
-
-def consumer_stall(
-    consumer: Consumer,
-    judge: StallJudge,
-    handed: Mapping[Partition, int],
-    timeout_s: float,
-    now: float,
-) -> list[Partition]:
-    """The partitions of ``consumer``'s assignment that ``judge`` finds stalled at ``now``.
-
-    Each partition's high watermark is asked of Kafka (one ListOffsets per leader, within
-    ``timeout_s``: a request left unanswered raises KafkaException, as any other failing call
-    of the consumer); its position is the later of librdkafka's and ``handed``'s (the next
-    offset the owner has yet to get, or where it was assigned)."""
-    parts = consumer.assignment()
-    if not parts:
-        return []
-    asked = [TopicPartition(p.topic, p.partition, OFFSET_END) for p in parts]  # latest
-    highs = {
-        (p.topic, p.partition): p.offset
-        for p in consumer.offsets_for_times(asked, timeout=timeout_s)
-        if p.error is None
-    }  # fmt: skip
-    positions = {
-        (p.topic, p.partition): max(p.offset, handed.get((p.topic, p.partition), -1))
-        for p in consumer.position(parts)
-    }  # fmt: skip
-    return judge.check(now, positions, highs)
-
-
-def consumer_stalled(
-    consumer: Consumer, judge: StallJudge, handed: Mapping[Partition, int], who: str
-) -> bool:
-    """Whether ``consumer`` stalled now (:func:`consumer_stall`, within 5 s); if so, counted
-    (``judge.renewed``) and logged as ``who``'s, and its owner replaces it."""
-    stuck = consumer_stall(consumer, judge, handed, 5.0, time.monotonic())
-    if not stuck:
-        return False
-    judge.renewed()
-    log.warning(
-        "%s Kafka consumer receives nothing while %d partitions (%s:%d%s) have records past "
-        "its position for %.0f s; replacing it (%d so far)",
-        who, len(stuck), *stuck[0], " ..." if len(stuck) > 1 else "", judge.stall_s,
-        judge.renewals,
-    )  # fmt: skip
-    return True
 
 
 class Renewed(Protocol):

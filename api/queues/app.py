@@ -33,6 +33,7 @@ from api.plumbing.params import check_topic_name
 from api.queues import model as qm
 from api.queues.kafka import MarkerTracker, QueueConsumer, Received
 from api.queues.settings import QueueSettingsStore
+from kafka_watch.stall import StallJudge, StallTally
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,13 @@ class QueueHandlers:
             grace_ms=cfg.queue_clock_grace_ms,
             max_bytes=cfg.max_message_bytes,
         )
-        self.settings = QueueSettingsStore(cfg.kafka_bootstrap, cfg.queue_settings_topic)
+        self.settings = QueueSettingsStore(
+            cfg.kafka_bootstrap, cfg.queue_settings_topic, cfg.kafka_consumer_stall_s
+        )
         self._defaults = qm.QueueSettings(cfg.queue_visibility_s, cfg.queue_max_deliveries)
         self._consumers: dict[str, QueueConsumer] = {}
+        # the queue members replaced when they stall, on /metrics (one name for all queues)
+        self.stall = StallTally("queue-consumers", self._judges)
         self._creating: dict[str, asyncio.Lock] = {}
         self._dead_letter_ready: set[str] = set()
         self._keeper: asyncio.Task[None] | None = None
@@ -105,11 +110,16 @@ class QueueHandlers:
         async with self._creating.setdefault(queue, asyncio.Lock()):
             found = self._consumers.get(queue)
             if found is None:
+                judge = StallJudge(f"queue {queue}", self.cfg.kafka_consumer_stall_s)
                 found = await asyncio.to_thread(
-                    QueueConsumer, self.cfg.kafka_bootstrap, queue, draining=self.draining
-                )
+                    QueueConsumer, self.cfg.kafka_bootstrap, queue, draining=self.draining,
+                    stall=judge, tally=self.stall,
+                )  # fmt: skip
                 self._consumers[queue] = found
         return found
+
+    def _judges(self) -> list[StallJudge]:
+        return [c.stall for c in list(self._consumers.values()) if c.stall is not None]
 
     async def _existing(self, request: web.Request) -> str:
         queue = check_topic_name(request.match_info["queue"])

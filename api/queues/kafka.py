@@ -28,6 +28,7 @@ from api.plumbing.buffered_member import BufferedMember
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
 from appconfig.kafka_security import client_base, delivery_timeouts
+from kafka_watch.stall import StallJudge, StallTally
 
 log = logging.getLogger(__name__)
 _SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}  # a dead instance's
@@ -84,10 +85,12 @@ class QueueConsumer(BufferedMember[Received]):
         *,
         buffer_max: int = 1000,
         draining: threading.Event | None = None,
+        stall: StallJudge | None = None,
+        tally: StallTally | None = None,
     ) -> None:
-        super().__init__(buffer_max, draining)
+        super().__init__(buffer_max, draining, stall=stall, tally=tally)
         self.queue = queue
-        settings = {
+        self._settings = {
             **client_base(bootstrap),
             "group.id": f"iot-api.queue--{queue}",
             "client.id": "iot-api-queue",
@@ -96,8 +99,18 @@ class QueueConsumer(BufferedMember[Received]):
             "max.poll.interval.ms": 60000,
             **_SESSION,
         }
-        self._consumer = Consumer(settings)
-        self._consumer.subscribe([queue], on_revoke=self._on_revoke, on_assign=self._on_assign)
+        self._consumer = self._new_member()
+
+    def _new_member(self) -> Consumer:
+        consumer = Consumer(self._settings)
+        consumer.subscribe([self.queue], on_revoke=self._on_revoke, on_assign=self._on_assign)
+        return consumer
+
+    def _who(self) -> str:
+        return f"queue {self.queue}'s consumer"
+
+    def _reset(self) -> str:
+        return "earliest"
 
     def _record(self, msg: Any) -> Received | None:
         if msg.error() is not None:

@@ -1,14 +1,21 @@
 """Queues' own settings, durable in Kafka: a compacted topic (one partition) keyed by queue,
 read from its beginning by a thread of every instance and followed, so a restarted or second
 `iot-api` applies what any instance set. Writes go through the service's producer (acks=all),
-and the writer applies its own change at once."""
+and the writer applies its own change at once.
+
+The reader is a long-lived consumer: one that librdkafka wedges fetches nothing while settings
+arrive (issue 32). Its :class:`~kafka_watch.stall.StallJudge` (``stall_s``) finds it, and a new
+consumer resumes at the next offset to apply (nothing applied twice or skipped); counted as
+``queue-settings`` on /metrics."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
+import time
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -16,6 +23,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
 from appconfig.kafka_security import client_base
+from kafka_watch.consumer import consumer_stalled
+from kafka_watch.retired import retire
+from kafka_watch.stall import StallJudge
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +45,11 @@ def ensure_settings_topic(bootstrap: str, topic: str, timeout_s: float = 3.0) ->
 
 
 class QueueSettingsStore:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, stall_s: float = 30.0) -> None:
         self.topic = topic
+        self.stall = StallJudge("queue-settings", stall_s)  # counted on /metrics
+        self.on_consumer: Callable[[Consumer], None] | None = None  # tests: each new one
+        self._next: int | None = None  # the next offset to apply (None: from the beginning)
         self._bootstrap = bootstrap
         self._settings: dict[str, qm.QueueSettings] = {}
         self._stop = threading.Event()
@@ -70,23 +83,20 @@ class QueueSettingsStore:
                     self._stop.wait(2.0)
             if self._stop.is_set():
                 return
-            consumer = Consumer(
-                {
-                    **client_base(self._bootstrap),
-                    "group.id": f"iot-api-settings-{uuid.uuid4().hex}",  # never commits
-                    "enable.auto.commit": False,
-                    "client.id": "iot-api-queue-settings",
-                }
-            )
-            consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+            consumer = self._new_consumer()
             end = self._end(consumer)
             while not self._stop.is_set():
                 for msg in take(consumer, 500, 0.2):
                     if msg.error() is not None:
                         continue
                     self._apply(msg.key(), msg.value())
-                    if end is not None and (msg.offset() or 0) + 1 >= end:
+                    self._next = (msg.offset() or 0) + 1
+                    if end is not None and self._next >= end:
                         end = None
+                if self.stall.due(time.monotonic()) and self._stalled(consumer):
+                    old, consumer = consumer, self._new_consumer()
+                    retire(old)  # freed off this thread
+                    del old
                 if end is not None and self._caught_up(consumer, end):
                     end = None
                 if end is None and not self.ready.is_set():
@@ -98,6 +108,32 @@ class QueueSettingsStore:
             if consumer is not None:
                 with contextlib.suppress(KafkaException, RuntimeError):
                     consumer.close()
+
+    def _new_consumer(self) -> Consumer:
+        """A reader assigned at the next offset to apply."""
+        consumer = Consumer(
+            {
+                **client_base(self._bootstrap),
+                "group.id": f"iot-api-settings-{uuid.uuid4().hex}",  # never commits
+                "enable.auto.commit": False,
+                "client.id": "iot-api-queue-settings",
+            }
+        )
+        start = OFFSET_BEGINNING if self._next is None else self._next
+        consumer.assign([TopicPartition(self.topic, 0, start)])
+        self.stall.assigned(time.monotonic())
+        if self.on_consumer is not None:
+            self.on_consumer(consumer)
+        return consumer
+
+    def _stalled(self, consumer: Consumer) -> bool:
+        """Whether the reader stalled (then logged and counted: the caller replaces it)."""
+        handed = {(self.topic, 0): self._next or 0}  # nothing applied yet: from the start
+        try:
+            return consumer_stalled(consumer, self.stall, handed, "queue settings: its")
+        except KafkaException as exc:  # Kafka not answering: nothing to judge
+            log.debug("queue settings: stall check failed: %s", exc)
+            return False
 
     def _end(self, consumer: Consumer) -> int | None:
         """The end when the reader started (None: empty, nothing to wait for)."""

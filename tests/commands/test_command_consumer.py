@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import orjson
-from confluent_kafka import KafkaError, TopicPartition
+import pytest
+from confluent_kafka import KafkaError, Producer, TopicPartition
 
+from commands import command_consumer
 from commands.command_consumer import CommandConsumer
 from commands.config import CommandConfig
 from commands.model import Command, CommandDefaults, Rejection, Source
+from kafka_watch import consumer as kafka_consumer
+from tests.conftest import Endpoints
 
 
 class FakeMessage:
@@ -128,3 +134,131 @@ def test_reading_pauses_at_the_pending_bound_and_resumes_below_80_percent() -> N
     assert fake.paused
     consumer.flow_control(7)
     assert not fake.paused
+
+
+class StalledConsumer(FakeConsumer):
+    """Partition 0 assigned, records up to offset 9 there, its position stuck at 2."""
+
+    made: ClassVar[list[StalledConsumer]] = []
+
+    def __init__(self, settings: Any = None) -> None:
+        super().__init__([])
+        self.subscribed: list[str] = []
+        StalledConsumer.made.append(self)
+
+    def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
+        self.subscribed = topics
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition("iot.commands", 0)]
+
+    def offsets_for_times(self, parts: list[TopicPartition], timeout: float) -> list[Any]:
+        return [TopicPartition(p.topic, p.partition, 9) for p in parts]
+
+    def position(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition, 2) for p in parts]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def stalled(monkeypatch: pytest.MonkeyPatch) -> tuple[CommandConsumer, Clock, list[Any]]:
+    clock = Clock()
+    monkeypatch.setattr(command_consumer, "time", clock)
+    monkeypatch.setattr(kafka_consumer, "time", clock)
+    monkeypatch.setattr(command_consumer, "Consumer", StalledConsumer)
+    monkeypatch.setattr(command_consumer.retired, "retire_member", lambda c, closed=None: None)
+    StalledConsumer.made = []
+    calls: list[Any] = []
+    consumer = CommandConsumer(
+        CommandConfig(pending_max_messages=10, command_consumer_stall_s=30.0),
+        CommandDefaults(),
+        on_assign=lambda ps: calls.append(("assign", ps)),
+        on_revoke=lambda ps: calls.append(("revoke", ps)),
+        stats={},
+    )
+    consumer.subscribe()
+    consumer._assigned(StalledConsumer.made[0], [TopicPartition("iot.commands", 0)])  # type: ignore[arg-type]
+    return consumer, clock, calls
+
+
+def test_a_member_that_stalls_is_replaced_by_a_new_member_of_its_group(
+    stalled: tuple[CommandConsumer, Clock, list[Any]],
+) -> None:
+    consumer, clock, calls = stalled
+    for _ in range(4):  # a check every 10 s: behind at the same position for 30 s
+        clock.now += 10
+        consumer.poll(now=1)
+    assert len(StalledConsumer.made) == 2  # a new member subscribed
+    assert StalledConsumer.made[1].subscribed == ["iot.commands"]
+    assert consumer.stall.renewals == 1
+    assert consumer._stats == {"consumer_renewals": 1}
+    assert calls == [("assign", {0}), ("revoke", {0})]  # its partitions revoked as in a rebalance
+    assert consumer.offsets.assigned == set()
+    old = StalledConsumer.made[0]
+    consumer._assigned(old, [TopicPartition("iot.commands", 0)])  # type: ignore[arg-type]
+    assert consumer.offsets.assigned == set()  # the replaced member's callbacks no longer act
+
+
+def test_a_member_paused_by_flow_control_is_never_judged_stalled(
+    stalled: tuple[CommandConsumer, Clock, list[Any]],
+) -> None:
+    consumer, clock, _ = stalled
+    consumer.flow_control(10)
+    for _ in range(10):
+        clock.now += 10
+        consumer.poll(now=1)
+    assert len(StalledConsumer.made) == 1
+    consumer.flow_control(0)  # resumed: judged afresh, from its next check
+    for _ in range(3):
+        clock.now += 10
+        consumer.poll(now=1)
+    assert len(StalledConsumer.made) == 1
+    clock.now += 10
+    consumer.poll(now=1)
+    assert len(StalledConsumer.made) == 2
+
+
+@pytest.mark.integration
+def test_a_wedged_commands_consumer_is_replaced_and_the_commands_arrive(
+    stack: Endpoints, topic_factory: Callable[..., str], group_factory: Callable[[], str]
+) -> None:
+    """A wedged consumer raises nothing: here the first member's partitions are paused once it
+    has them, so it fetches nothing while commands arrive. The stall check finds it within
+    command_consumer_stall_s (+ a check) and a new member of the same group, starting at the
+    group's commit, reads every command; without the check none would ever come."""
+    topic = topic_factory("cmd-stall", partitions=2)
+    config = CommandConfig(kafka_bootstrap=stack.kafka_bootstrap, topic_commands=topic,
+                           command_group_id=group_factory(),
+                           command_consumer_stall_s=4.0)  # fmt: skip
+    consumer = CommandConsumer(config, CommandDefaults(), on_assign=lambda _: None,
+                               on_revoke=lambda _: None, stats={})  # fmt: skip
+    consumer.subscribe()
+    read: list[Source] = []
+    try:
+        deadline = time.monotonic() + 30
+        while consumer.offsets.assigned != {0, 1} and time.monotonic() < deadline:
+            read += [s for s, _ in consumer.poll(now=1)]
+        first = consumer._consumer
+        assert first is not None
+        assert consumer.offsets.assigned == {0, 1}, "never assigned"
+        first.pause(first.assignment())  # wedged: it fetches nothing from now on
+        del first  # held here, it would never be freed: the group would wait for it
+        producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+        for i in range(20):
+            producer.produce(topic, key=f"d{i % 5}".encode(), value=good(f"c{i}"))
+        assert producer.flush(10) == 0
+        deadline = time.monotonic() + 40  # stall_s + a check + a new member's join, loaded
+        while len({(s.partition, s.offset) for s in read}) < 20 and time.monotonic() < deadline:
+            read += [s for s, _ in consumer.poll(now=1)]
+            time.sleep(0.01)
+        assert len({(s.partition, s.offset) for s in read}) == 20
+        assert consumer.stall.renewals >= 1  # read by a new member, not by the paused one
+    finally:
+        consumer.close()

@@ -68,6 +68,7 @@ def test_precedence_over_both_kinds_of_setting() -> None:
         ({"command_fetch_wait_ms": 1001}, "command_fetch_wait_ms"),
         ({"command_linger_ms": -1}, "command_linger_ms"),
         ({"command_http_port": 70000}, "command_http_port"),
+        ({"command_consumer_stall_s": 0.0}, "command_consumer_stall_s"),
         ({"mqtt_port": 0}, "mqtt_port"),  # the bridge's checks hold too
     ],
 )

@@ -59,6 +59,7 @@ def test_every_stats_counter_is_exported_with_its_value() -> None:
         "iot_commands_foreign_replies_total": 80,
         "iot_commands_expired_total": 60,
         "iot_commands_adopted_total": 70,
+        "iot_commands_consumer_renewals_total": 0,
         "iot_commands_pending": 7,
         "iot_commands_up": 1,
     }
@@ -91,6 +92,7 @@ def test_the_real_services_counters_are_all_exported() -> None:
             "unknown_replies",
             "expired",
             "adopted",
+            "consumer_renewals",
         )
     }
     assert names | {"iot_commands_pending", "iot_commands_up"} <= set(samples)

@@ -16,9 +16,9 @@ import pytest
 from api.config import ApiConfig
 from api.operator.app import OperatorHandlers
 from api.operator.kafka import CommandPath
-from api.plumbing import retired_clients
 from api.plumbing.kafka_health import KafkaHealth
 from api.service import ApiService
+from kafka_watch import retired
 
 
 def _rdk_threads() -> int:
@@ -37,7 +37,7 @@ def _baseline(timeout_s: float = 10.0) -> int:
     first (collected, their threads given time to end), or their ending inside a test would
     look like this test's clients ending."""
     gc.collect()
-    assert retired_clients.drain(timeout_s)
+    assert retired.drain(timeout_s)
     deadline = time.monotonic() + timeout_s
     last = _rdk_threads()
     while time.monotonic() < deadline:

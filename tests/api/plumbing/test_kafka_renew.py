@@ -6,20 +6,14 @@ import threading
 import time
 import traceback
 from concurrent.futures import Future
-from typing import Any, ClassVar, cast
+from typing import ClassVar
 
 import pytest
-from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry
 
-from api.plumbing.consumer_stall import StallJudge
-from api.plumbing.kafka_renew import (
-    RenewalCollector,
-    Renewing,
-    consumer_stall,
-    timed_out,
-    wait_all,
-)
+from api.plumbing.kafka_renew import RenewalCollector, Renewing, timed_out, wait_all
+from kafka_watch.stall import StallJudge
 
 
 class Clock:
@@ -213,43 +207,14 @@ def test_a_replaced_client_is_freed_in_the_reaper_thread_not_where_its_error_lan
     client.close()
 
 
-class _Consumer:
-    """The calls of a confluent-kafka Consumer that consumer_stall makes, answered from dicts."""
-
-    def __init__(self, high: dict[int, int], position: dict[int, int]):
-        self.high, self.pos = high, position
-        self.asked: list[tuple[list[int], float]] = []
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition("t", p) for p in sorted(self.high)]
-
-    def offsets_for_times(self, parts: list[TopicPartition], timeout: float) -> list[Any]:
-        self.asked.append(([p.offset for p in parts], timeout))  # latest: OFFSET_END
-        return [TopicPartition(p.topic, p.partition, self.high[p.partition]) for p in parts]
-
-    def position(self, parts: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(p.topic, p.partition, self.pos[p.partition]) for p in parts]
-
-
-def test_consumer_stall_asks_the_latest_offsets_and_takes_the_later_position() -> None:
-    # 0: librdkafka's position unknown (nothing handed yet), the owner's resume offset is 4;
-    # 1: librdkafka's position ahead of the owner's; 2: librdkafka's past a commit marker
-    consumer = _Consumer({0: 9, 1: 9, 2: 9}, {0: -1001, 1: 7, 2: 9})
+def test_a_stall_judge_is_counted_as_a_renewed_client() -> None:
     judge = StallJudge("console-tailer", 10.0)
-    handed = {("t", 0): 4, ("t", 1): 3, ("t", 2): 2}
-    stall = cast(Any, consumer_stall)  # the fake stands in for a Consumer
-    assert stall(consumer, judge, handed, 5.0, 0.0) == []
-    assert consumer.asked == [([OFFSET_END] * 3, 5.0)]
-    assert stall(consumer, judge, handed, 5.0, 10.0) == [("t", 0), ("t", 1)]
-    consumer.pos[1] = 8  # partition 1 moved on
-    assert stall(consumer, judge, handed, 5.0, 11.0) == [("t", 0)]
-    assert judge.failures == 1
+    assert judge.check(0.0, {("t", 0): 1}, {("t", 0): 9}) == []
+    assert judge.check(10.0, {("t", 0): 1}, {("t", 0): 9}) == [("t", 0)]
     registry = CollectorRegistry()
-    judge.renewed()
     registry.register(RenewalCollector(lambda: [judge]))
     labels = {"client": "console-tailer"}
+    assert registry.get_sample_value("iot_api_kafka_client_failing", labels) == 1
+    judge.renewed()
     assert registry.get_sample_value("iot_api_kafka_client_renewals_total", labels) == 1
     assert registry.get_sample_value("iot_api_kafka_client_failing", labels) == 0
-    consumer.high = {}  # nothing assigned: nothing asked
-    assert stall(consumer, judge, handed, 5.0, 12.0) == []
-    assert len(consumer.asked) == 3

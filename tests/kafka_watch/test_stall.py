@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.plumbing.consumer_stall import StallJudge
+from kafka_watch.stall import StallJudge, StallTally
 
 A, B = ("t", 0), ("t", 1)
 
@@ -85,3 +85,16 @@ def test_checks_are_due_every_third_of_the_stall_time_at_most_ten_seconds_after_
     judge.assigned(200.0)  # a new consumer: its own first interval
     assert not judge.due(201.0)
     assert StallJudge("t", 90.0).every_s == 10.0
+
+
+def test_a_tally_counts_many_consumers_under_one_name() -> None:
+    judges = [StallJudge("a", 10.0), StallJudge("b", 10.0)]
+    tally = StallTally("mr-consumers", lambda: judges)
+    assert (tally.name, tally.renewals, tally.failures) == ("mr-consumers", 0, 0)
+    judges[0].check(0.0, {A: 1, B: 1}, {A: 5, B: 5})
+    judges[0].check(5.0, {A: 1, B: 1}, {A: 5, B: 5})  # both behind without progress
+    judges[1].check(0.0, {A: 1}, {A: 5})
+    judges[1].check(5.0, {A: 1}, {A: 5})
+    assert tally.failures == 3
+    judges.pop()
+    assert tally.failures == 2

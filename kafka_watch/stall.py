@@ -13,14 +13,16 @@ The position must count what no record fills: librdkafka's ``Consumer.position``
 transaction's commit marker (measured: 3 records of a committed transaction at offsets 0-2,
 position 4 = the high watermark), the offset of the last record handed out + 1 does not.
 
-The judge also counts what its owner did about it, for ``/metrics``
-(``api.plumbing.kafka_renew.RenewalCollector``): ``renewals`` (consumers replaced) and
-``failures`` (partitions behind without progress at the last check, 0 when it reads).
+The judge also counts what its owner did about it, for its service's ``/metrics`` (iot-api's
+``api.plumbing.kafka_renew.RenewalCollector``, the command path's ``commands.metrics``):
+``renewals`` (consumers replaced) and ``failures`` (partitions behind without progress at the
+last check, 0 when it reads). Its owner asks Kafka through :mod:`kafka_watch.consumer`, or
+passes positions and ends it already holds (the registry follower).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 Partition = tuple[str, int]  # (topic, partition)
 
@@ -85,3 +87,18 @@ class StallJudge:
         """A new consumer (a re-assignment, a retry after an error): nothing held against it."""
         self._behind.clear()
         self.failures = 0
+
+
+class StallTally:
+    """What many consumers of one kind did (MR's consumer ids, a service's queue members), for
+    ``/metrics`` under one name rather than one per consumer: ``renewals`` counted by their
+    owners, ``failures`` the partitions behind without progress over the judges alive now."""
+
+    def __init__(self, name: str, judges: Callable[[], Iterable[StallJudge]]) -> None:
+        self.name = name
+        self.renewals = 0
+        self._judges = judges
+
+    @property
+    def failures(self) -> int:
+        return sum(j.failures for j in self._judges())
