@@ -22,6 +22,7 @@ CPU per message (iot-amqp's alone) is the figure that carries to a bigger machin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +144,7 @@ def _generator(url: str, plan: tuple[int, int, float, float], out: Any) -> None:
               "latencies_ms": handler.latencies_ms})  # fmt: skip
 
 
-def _phase(url: str, args: argparse.Namespace, rate: float) -> dict[str, Any]:
+def phase(url: str, args: argparse.Namespace, rate: float) -> dict[str, Any]:
     """Run the generators side by side; their summed counts and latencies."""
     pipes, procs = [], []
     ctx = multiprocessing.get_context("spawn")
@@ -172,7 +174,7 @@ def _phase(url: str, args: argparse.Namespace, rate: float) -> dict[str, Any]:
     }
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -188,7 +190,9 @@ def one_run(
     return {**result, "load_average": os.getloadavg()}
 
 
-def _upload_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def amqp_server(bootstrap: str, log: Path) -> Iterator[tuple[str, int]]:
+    """An ``iot-amqp --insecure-anonymous`` on free ports, ready: (its AMQP url, its pid)."""
     port, http = free_port(), free_port()
     argv = [sys.executable, "-m", "amqp", "--insecure-anonymous", "--no-registry-auth",
             "--log-level", "WARNING", "--kafka-bootstrap", bootstrap,
@@ -197,17 +201,28 @@ def _upload_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_ready(f"http://127.0.0.1:{http}/readyz")
-        url = f"amqp://127.0.0.1:{port}"
+        yield f"amqp://127.0.0.1:{port}", server.pid
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
+
+
+def _upload_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    with amqp_server(bootstrap, log) as (url, pid):
         warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
-        _phase(url, warm, 0)  # connections, topic metadata, the JIT-free warm-up of caches
-        cpu0 = _cpu_s(server.pid)
-        full = _phase(url, args, 0)
-        cpu = _cpu_s(server.pid) - cpu0
+        phase(url, warm, 0)  # connections, topic metadata, the JIT-free warm-up of caches
+        cpu0 = cpu_s(pid)
+        full = phase(url, args, 0)
+        cpu = cpu_s(pid) - cpu0
         rate = full["accepted"] / args.seconds
-        half = _phase(url, args, rate / 2)
+        half = phase(url, args, rate / 2)
         north = receive_phase(
             url, bootstrap, topic=TOPIC, tenant=TENANT, count=args.north_messages,
-            credit=args.north_credit, cpu=lambda: _cpu_s(server.pid), reading=reading,
+            credit=args.north_credit, cpu=lambda: cpu_s(pid), reading=reading,
         )  # fmt: skip
         return {
             "max_msgs_per_s": rate,
@@ -220,13 +235,6 @@ def _upload_run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str
             "half_p99_ms": half["p99_ms"],
             **north,
         }
-    finally:
-        server.terminate()
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
 
 
 def command_settings(args: argparse.Namespace) -> CommandSettings:
