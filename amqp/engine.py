@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_type
 from proton import Collector, Condition, Connection, Event, Transport, symbol
 
 from amqp.model import Refusal
@@ -67,15 +68,23 @@ class Engine:
         deadline: float = self.transport.tick(now_s)
         return deadline
 
-    def events(self) -> Iterator[Event]:
+    def events(self, wanted: frozenset[int] | None = None) -> Iterator[Event]:
+        """proton's events in order; ``wanted``: only those of these types (their numbers,
+        ``Event.DELIVERY.number``...), the others are dropped unwrapped: an ``Event`` and
+        its context's wrapper cost more than the handling of most (proton makes several per
+        transfer that iot-amqp has nothing to do for)."""
+        collector = self.collector._impl
         while True:
-            event = self.collector.peek()
-            if event is None:
+            impl = pn_collector_peek(collector)
+            if isnull(impl):
                 return
+            if wanted is not None and pn_event_type(impl) not in wanted:
+                pn_collector_pop(collector)
+                continue
             try:
-                yield event
+                yield Event.wrap(impl)
             finally:
-                self.collector.pop()
+                pn_collector_pop(collector)
 
     @property
     def closed(self) -> bool:
