@@ -13,10 +13,14 @@ unsettled as fast as credit allows) and bench.amqp_north (an application reading
    (bench.amqp_breakdown: proton binding/FFI, our amqp code, mapping/validation, Kafka
    client, metrics, event loop, other) for iot-amqp's main thread and for all threads.
 
-The load average is recorded around every phase. The JSON line goes to
-``--out-dir``/amqp_profile.jsonl; markdown tables are printed.
+The load average is recorded around every phase. One JSON line per run goes to
+``--out-dir``/amqp_profile.jsonl; markdown tables are printed. ``--variant NAME=PATH`` runs
+iot-amqp from another checkout (e.g. ``git archive BASE | tar -x -C /tmp/base``) as well;
+``--rounds`` interleave the variants (A B A B) on one Kafka, so a drift of the shared machine
+hits each alike.
 
     nice -n 19 .venv/bin/python -m bench.amqp_profile --out-dir bench/results
+    nice -n 19 .venv/bin/python -m bench.amqp_profile --variant base=/tmp/base --rounds 2
 """
 
 from __future__ import annotations
@@ -63,15 +67,25 @@ def py_spy(pid: int, out: Path, rate_hz: int) -> Iterator[None]:
             raise RuntimeError(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
 
 
+def main_cpu_s(pid: int) -> float:
+    """CPU seconds of the process's main thread (the event loop: proton and our code)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(pid: int, run: Callable[[], int]) -> dict[str, Any]:
-    """``run()`` -> messages; iot-amqp's CPU-µs per message and the load around it."""
+    """``run()`` -> messages; iot-amqp's CPU-µs per message (the process's, and its main
+    thread's: librdkafka's threads also poll by the clock, whose share per message grows as
+    the rate falls on a busy machine) and the load around it."""
     load0 = os.getloadavg()[0]
-    cpu0, t0 = cpu_s(pid), time.monotonic()
+    cpu0, main0, t0 = cpu_s(pid), main_cpu_s(pid), time.monotonic()
     count = run()
     cpu, span = cpu_s(pid) - cpu0, time.monotonic() - t0
+    main = main_cpu_s(pid) - main0
     return {
         "messages": count,
         "cpu_us_per_msg": round(cpu / count * 1e6, 1) if count else None,
+        "main_cpu_us_per_msg": round(main / count * 1e6, 1) if count else None,
         "span_s": round(span, 2),
         "load_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
     }
@@ -97,13 +111,18 @@ def _profiled(
     }
 
 
-def profile_run(bootstrap: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def profile_run(
+    bootstrap: str, args: argparse.Namespace, tmp: Path, root: Path | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with amqp_server(bootstrap, tmp / "iot-amqp.log") as (url, pid):
-        phase(url, argparse.Namespace(**{**vars(args), "seconds": 1.0}), 0)  # warm-up
+    with amqp_server(bootstrap, tmp / "iot-amqp.log", root) as (url, pid):
+        warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
+        deadline = time.monotonic() + 90
+        while not phase(url, warm, 0)["accepted"] and time.monotonic() < deadline:
+            pass  # a fresh Kafka: until its coordinator gives the producer an id
 
         def upload() -> int:
-            return int(phase(url, args, 0)["accepted"])
+            return int(phase(url, args, args.upload_rate)["accepted_all"])
 
         def north() -> int:
             receive_phase(
@@ -115,10 +134,14 @@ def profile_run(bootstrap: str, args: argparse.Namespace, tmp: Path) -> dict[str
         for name, run in (("upload", upload), ("north", north)):
             clean = _measure(pid, run)
             clean["msgs_per_s"] = round(clean["messages"] / clean["span_s"])
-            with_spy, layers = _profiled(pid, run, tmp / f"{name}.raw", args.rate)
+            if args.no_profile:
+                out[name] = {"clean": clean}
+                continue
+            raw = tmp / f"{name}.raw"
+            with_spy, layers = _profiled(pid, run, raw, args.rate)
             if args.keep_raw is not None:
                 args.keep_raw.mkdir(parents=True, exist_ok=True)
-                (args.keep_raw / f"{name}.raw").write_bytes((tmp / f"{name}.raw").read_bytes())
+                (args.keep_raw / f"{tmp.name}-{name}.raw").write_bytes(raw.read_bytes())
             out[name] = {"clean": clean, "profiled": with_spy, **layers}
     return out
 
@@ -128,8 +151,10 @@ def _print(result: dict[str, Any]) -> None:
         r = result[name]
         clean = r["clean"]
         print(f"\n## {name}: {clean['messages']} messages, {clean['msgs_per_s']} msgs/s, "
-              f"{clean['cpu_us_per_msg']} CPU-µs/msg of iot-amqp (clean), "
-              f"load {clean['load_1min']}")  # fmt: skip
+              f"{clean['cpu_us_per_msg']} CPU-µs/msg of iot-amqp, main thread "
+              f"{clean['main_cpu_us_per_msg']} (clean), load {clean['load_1min']}")  # fmt: skip
+        if "all_threads" not in r:
+            continue
         every = r["all_threads"]["samples"]
         for scope in ("main_thread", "all_threads"):
             s = r[scope]
@@ -152,35 +177,63 @@ def main(argv: list[str] | None = None) -> int:
                         help="records each northbound phase reads")  # fmt: skip
     parser.add_argument("--north-credit", type=int, default=500,
                         help="the northbound receiver's credit")  # fmt: skip
+    parser.add_argument("--upload-rate", type=float, default=0.0,
+                        help="upload phases paced to this many msgs/s (0: as fast as credit "
+                        "allows)")  # fmt: skip
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="only the clean phases (an A/B of CPU per message)")  # fmt: skip
     parser.add_argument("--keep-raw", type=Path, help="keep py-spy's raw stacks here")
-    parser.add_argument("--label", default="", help="a name for this run in the JSON line")
+    parser.add_argument("--label", default="this", help="this checkout's name in the results")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME=PATH: iot-amqp from another checkout too")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1, help="rounds over the variants")
     parser.add_argument("--out-dir", type=Path, help="append the result to amqp_profile.jsonl")
     args = parser.parse_args(argv)
-    if min(args.seconds, args.generators, args.connections, args.north_messages) <= 0:
-        parser.error("--seconds, --generators, --connections, --north-messages must be > 0")
+    if min(args.seconds, args.generators, args.connections, args.north_messages,
+           args.rounds) <= 0:  # fmt: skip
+        parser.error("--seconds, --generators, --connections, --north-messages, --rounds > 0")
+    variants: list[tuple[str, Path | None]] = [(args.label, None)]
+    for text in args.variant:
+        name, sep, path = text.partition("=")
+        if not sep or not name or not Path(path, "amqp").is_dir():
+            parser.error(f"--variant NAME=PATH of a checkout with amqp/, got {text!r}")
+        variants.append((name, Path(path).resolve()))
     with tempfile.TemporaryDirectory(prefix="bench-amqp-profile-") as tmp:
         if args.kafka_bootstrap:
-            result = profile_run(args.kafka_bootstrap, args, Path(tmp))
+            _rounds(args.kafka_bootstrap, args, Path(tmp), variants)
         else:
             from bench.commands.stack_setup import own_stack
 
             with own_stack(Path(tmp) / "stack", partitions=3) as servers:
-                result = profile_run(servers.bootstrap, args, Path(tmp))
-    summary = {
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "label": args.label,
-        "machine": machine_info(),
-        "settings": {k: vars(args)[k] for k in ("seconds", "generators", "connections",
-                                                "north_messages", "north_credit", "rate")},
-        **result,
-    }  # fmt: skip
-    _print(result)
-    if args.out_dir is not None:
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        with (args.out_dir / "amqp_profile.jsonl").open("a") as out:
-            out.write(json.dumps(summary) + "\n")
+                _rounds(servers.bootstrap, args, Path(tmp), variants)
     return 0
+
+
+def _rounds(
+    bootstrap: str, args: argparse.Namespace, tmp: Path, variants: list[tuple[str, Path | None]]
+) -> None:
+    for n in range(args.rounds):
+        for name, root in variants:
+            run_dir = tmp / f"{name}-{n}"
+            run_dir.mkdir()
+            result = profile_run(bootstrap, args, run_dir, root)
+            summary = {
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "label": name,
+                "round": n,
+                "machine": machine_info(),
+                "settings": {k: vars(args)[k] for k in ("seconds", "generators", "connections",
+                                                        "north_messages", "north_credit", "rate",
+                                                        "upload_rate", "no_profile")},
+                **result,
+            }  # fmt: skip
+            print(f"\n# {name}, round {n}")
+            _print(result)
+            if args.out_dir is not None:
+                args.out_dir.mkdir(parents=True, exist_ok=True)
+                with (args.out_dir / "amqp_profile.jsonl").open("a") as out:
+                    out.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":
