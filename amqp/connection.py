@@ -28,7 +28,7 @@ from proton import (
 
 from amqp import sasl
 from amqp.command_model import check_command_settle_modes, command_device
-from amqp.engine import Engine, condition_of
+from amqp.engine import Engine, condition_of, delivery_of, link_of
 from amqp.errors import SaslError
 from amqp.login import Login, Verdict
 from amqp.model import Cond, Refusal, check_receiver_attach, check_upload_attach
@@ -52,6 +52,8 @@ _HANDLED = frozenset(
         Event.CONNECTION_REMOTE_CLOSE,
     )
 )  # fmt: skip
+_DELIVERY = Event.DELIVERY.number
+_LINK_FLOW = Event.LINK_FLOW.number
 
 
 class ClientConnection:
@@ -209,7 +211,26 @@ class ClientConnection:
 
     async def _events(self) -> None:
         assert self.engine is not None
-        for event in self.engine.events(_HANDLED):
+        for number, impl in self.engine.raw_events(_HANDLED):
+            if number == _DELIVERY:  # the hot ones first, without an Event (amqp.engine)
+                dlv = delivery_of(impl)
+                if dlv is None:
+                    continue
+                link = dlv.link  # each property read makes a new wrapper: read once
+                if link.is_sender:  # a device settled a command, or an app
+                    self._settled(dlv, (id(self), link.name))
+                else:
+                    await self.door.uploads.on_delivery(self, dlv, link)
+                continue
+            if number == _LINK_FLOW:
+                flowed = link_of(impl)
+                if flowed is not None and flowed.is_sender:
+                    self.door.commands.on_flow(self, flowed)
+                    self.door.north.on_flow(self, flowed)
+                    self.door.queues.on_flow(self, flowed)
+                    self.door.topics.on_flow(self, flowed)
+                continue
+            event = Event.wrap(impl)
             kind = event.type
             if kind == Event.CONNECTION_REMOTE_OPEN:
                 self._open_connection(self.engine.connection)
@@ -218,20 +239,6 @@ class ClientConnection:
                 event.session.open()
             elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
                 self._attach(event.link)
-            elif kind == Event.DELIVERY:
-                dlv = event.delivery  # each property read makes a new wrapper: read once
-                if dlv is None:
-                    continue
-                link = dlv.link
-                if link.is_sender:  # a device settled a command, or an app
-                    self._settled(dlv, (id(self), link.name))
-                else:
-                    await self.door.uploads.on_delivery(self, dlv, link)
-            elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
-                self.door.commands.on_flow(self, event.link)
-                self.door.north.on_flow(self, event.link)
-                self.door.queues.on_flow(self, event.link)
-                self.door.topics.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
