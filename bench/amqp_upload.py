@@ -87,6 +87,9 @@ class _Uploader(MessagingHandler):
         self._deadline = self._start + self.seconds
         if self.rate:
             event.container.schedule(0.01, self)
+        # a busy machine may attach the links only after the deadline: nothing is sent then,
+        # and no outcome would ever end the run
+        event.container.schedule(self.seconds + 0.5, _AtDeadline(self))
 
     def _due(self) -> int:
         """Messages the paced phase should have sent by now, less those sent."""
@@ -132,10 +135,20 @@ class _Uploader(MessagingHandler):
     on_released = on_rejected
     on_modified = on_rejected
 
-    def _maybe_done(self, event: Any) -> None:
+    def _maybe_done(self, _event: Any) -> None:
         if time.monotonic() >= self._deadline and not self._sent_at:
             for sender in self._senders:
                 sender.connection.close()
+
+
+class _AtDeadline:
+    """Ends an uploader's run at its deadline if nothing it sent is still open."""
+
+    def __init__(self, uploader: _Uploader) -> None:
+        self.uploader = uploader
+
+    def on_timer_task(self, event: Any) -> None:
+        self.uploader._maybe_done(event)
 
 
 def _generator(url: str, plan: tuple[int, int, float, float], out: Any) -> None:
