@@ -215,9 +215,10 @@ class Commands:
         self.door.stats.commands.labels("sent").inc()
         cl.conn.flush_soon()
 
-    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> None:
-        """The device settled a command (a DELIVERY event on a command link)."""
-        cl = self._by_link.get(_key(conn, dlv.link))
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery, key: tuple[int, str]) -> None:
+        """The device settled a command (a DELIVERY event on a command link; ``key``: the
+        link's)."""
+        cl = self._by_link.get(key)
         if cl is None or not (dlv.settled or dlv.remote_state):  # settled: the peer's flag
             return
         held = cl.unsettled.pop(_tag(dlv), None)

@@ -28,7 +28,7 @@ from proton import (
 
 from amqp import sasl
 from amqp.command_model import check_command_settle_modes, command_device
-from amqp.engine import Engine, condition_of
+from amqp.engine import Engine, condition_of, delivery_of, link_of
 from amqp.errors import SaslError
 from amqp.login import Login, Verdict
 from amqp.model import Cond, Refusal, check_receiver_attach, check_upload_attach
@@ -43,6 +43,17 @@ _READ = 65536
 _SASL_TIMEOUT_S = 30.0
 _SYS_TEMP = 4  # sasl-outcome sys-temp
 _TLS_CLOSE_S = 1.0
+# the proton events handled in _events (the others are not even wrapped: amqp.engine)
+_HANDLED = frozenset(
+    t.number
+    for t in (
+        Event.CONNECTION_REMOTE_OPEN, Event.SESSION_REMOTE_OPEN, Event.LINK_REMOTE_OPEN,
+        Event.DELIVERY, Event.LINK_FLOW, Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE,
+        Event.CONNECTION_REMOTE_CLOSE,
+    )
+)  # fmt: skip
+_DELIVERY = Event.DELIVERY.number
+_LINK_FLOW = Event.LINK_FLOW.number
 
 
 class ClientConnection:
@@ -61,6 +72,7 @@ class ClientConnection:
         self.engine: Engine | None = None
         self.closed = False
         self._closing = False
+        self._flush_due = False  # a deferred write is scheduled (flush_soon)
 
     # --- SASL -------------------------------------------------------------------------------
 
@@ -179,7 +191,16 @@ class ClientConnection:
         return True
 
     def flush_soon(self) -> None:
-        """After a disposition made outside the read loop: write it now (no await there)."""
+        """After a disposition, credit or transfer made outside the read loop: written on the
+        loop's next turn, once for everything made meanwhile (a batch of Kafka's answers costs
+        one socket write and one flow frame per link, not one per message)."""
+        if self._flush_due or self.engine is None or self.closed:
+            return
+        self._flush_due = True
+        asyncio.get_running_loop().call_soon(self._write_now)
+
+    def _write_now(self) -> None:
+        self._flush_due = False
         if self.engine is None or self.closed:
             return
         out = self.engine.output()
@@ -190,7 +211,26 @@ class ClientConnection:
 
     async def _events(self) -> None:
         assert self.engine is not None
-        for event in self.engine.events():
+        for number, impl in self.engine.raw_events(_HANDLED):
+            if number == _DELIVERY:  # the hot ones first, without an Event (amqp.engine)
+                dlv = delivery_of(impl)
+                if dlv is None:
+                    continue
+                link = dlv.link  # each property read makes a new wrapper: read once
+                if link.is_sender:  # a device settled a command, or an app
+                    self._settled(dlv, (id(self), link.name))
+                else:
+                    await self.door.uploads.on_delivery(self, dlv, link)
+                continue
+            if number == _LINK_FLOW:
+                flowed = link_of(impl)
+                if flowed is not None and flowed.is_sender:
+                    self.door.commands.on_flow(self, flowed)
+                    self.door.north.on_flow(self, flowed)
+                    self.door.queues.on_flow(self, flowed)
+                    self.door.topics.on_flow(self, flowed)
+                continue
+            event = Event.wrap(impl)
             kind = event.type
             if kind == Event.CONNECTION_REMOTE_OPEN:
                 self._open_connection(self.engine.connection)
@@ -199,16 +239,6 @@ class ClientConnection:
                 event.session.open()
             elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
                 self._attach(event.link)
-            elif kind == Event.DELIVERY and event.delivery is not None:
-                if event.delivery.link.is_sender:  # a device settled a command, or an app
-                    self._settled(event.delivery)
-                else:
-                    await self.door.uploads.on_delivery(self, event.delivery)
-            elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
-                self.door.commands.on_flow(self, event.link)
-                self.door.north.on_flow(self, event.link)
-                self.door.queues.on_flow(self, event.link)
-                self.door.topics.on_flow(self, event.link)
             elif kind == Event.LINK_REMOTE_CLOSE and event.link is not None:
                 _close(event.link)
                 self.door.uploads.forget_link(self, event.link)
@@ -222,13 +252,14 @@ class ClientConnection:
             elif kind == Event.CONNECTION_REMOTE_CLOSE:
                 _close(self.engine.connection)
 
-    def _settled(self, dlv: Delivery) -> None:
-        """A client's outcome on a link it receives on: queue, topic, northbound or command."""
+    def _settled(self, dlv: Delivery, key: tuple[int, str]) -> None:
+        """A client's outcome on a link it receives on: queue, topic, northbound or command
+        (``key``: the link's (connection, name) key, which its owner files it under)."""
         door = self.door
         for owner in (door.queues, door.topics, door.north):
-            if owner.on_disposition(self, dlv):
+            if owner.on_disposition(self, dlv, key):
                 return
-        door.commands.on_disposition(self, dlv)
+        door.commands.on_disposition(self, dlv, key)
 
     def _open_connection(self, conn: Connection) -> None:
         conn.container = "iot-amqp"
@@ -312,7 +343,7 @@ class ClientConnection:
             conn.condition = Condition(str(condition), description)
             if conn.state & Endpoint.LOCAL_ACTIVE:
                 conn.close()
-            self.flush_soon()
+            self._write_now()  # the close frame before the socket goes
         if self.writer.get_extra_info("ssl_object") is None:
             self.writer.close()
         else:

@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from proton import Collector, Condition, Connection, Event, Transport, symbol
+from cproton import (
+    isnull,
+    pn_collector_peek,
+    pn_collector_pop,
+    pn_event_delivery,
+    pn_event_link,
+    pn_event_type,
+)
+from proton import Collector, Condition, Connection, Delivery, Event, Link, Transport, symbol
 
 from amqp.model import Refusal
 
@@ -67,16 +75,43 @@ class Engine:
         deadline: float = self.transport.tick(now_s)
         return deadline
 
-    def events(self) -> Iterator[Event]:
+    def events(self, wanted: frozenset[int] | None = None) -> Iterator[Event]:
+        """proton's events in order, as ``Event`` objects (see :meth:`raw_events`)."""
+        for _number, impl in self.raw_events(wanted):
+            yield Event.wrap(impl)
+
+    def raw_events(self, wanted: frozenset[int] | None = None) -> Iterator[tuple[int, Any]]:
+        """proton's events in order as (type number, C event), valid until the next one;
+        ``wanted``: only those of these types (``Event.DELIVERY.number``...), the others are
+        dropped unwrapped. An ``Event`` costs a wrapper for each of its delivery, link,
+        session, connection and transport (and proton makes several events per transfer that
+        iot-amqp has nothing to do for): :func:`delivery_of` and :func:`link_of` make one."""
+        collector = self.collector._impl
         while True:
-            event = self.collector.peek()
-            if event is None:
+            impl = pn_collector_peek(collector)
+            if isnull(impl):
                 return
+            number = pn_event_type(impl)
+            if wanted is not None and number not in wanted:
+                pn_collector_pop(collector)
+                continue
             try:
-                yield event
+                yield number, impl
             finally:
-                self.collector.pop()
+                pn_collector_pop(collector)
 
     @property
     def closed(self) -> bool:
         return bool(self.transport.closed)
+
+
+def delivery_of(event: Any) -> Delivery | None:
+    """The delivery of a C event from :meth:`Engine.raw_events` (one wrapper)."""
+    dlv: Delivery | None = Delivery.wrap(pn_event_delivery(event))
+    return dlv
+
+
+def link_of(event: Any) -> Link | None:
+    """The link of a C event from :meth:`Engine.raw_events` (one wrapper)."""
+    link: Link | None = Link.wrap(pn_event_link(event))
+    return link

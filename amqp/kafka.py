@@ -3,11 +3,14 @@
 Each record is handed over with a plain int token; its delivery report comes back to the event
 loop as ``(token, ok)``: no proton object ever crosses to librdkafka's thread (cffi releases
 the GIL around C calls, and a delivery touched there crashed in the contract's measurements).
+The reports of one poll reach the loop together: one wake-up per batch, not per record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,7 @@ from appconfig.kafka_security import client_base, delivery_timeouts
 from bridge.mapping import KafkaRecord
 
 Report = Callable[[int, bool, str], None]
+log = logging.getLogger(__name__)
 
 
 class UploadProducer(PolledProducer):
@@ -32,6 +36,29 @@ class UploadProducer(PolledProducer):
             "client.id": "iot-amqp",
         }
         super().__init__(settings, "amqp-producer")
+        self._answers: list[tuple[Report, int, bool, str]] = []  # reports not on the loop yet
+        self._answers_lock = threading.Lock()
+
+    def _answer(
+        self, loop: asyncio.AbstractEventLoop, report: Report, token: int, ok: bool, error: str
+    ) -> None:
+        """librdkafka's poll thread: queue a report; only the first of a batch wakes the loop."""
+        with self._answers_lock:
+            first = not self._answers
+            self._answers.append((report, token, ok, error))
+        if first:
+            loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        """The event loop: run the reports queued so far, each on its own (one failing does
+        not keep the others from their answer)."""
+        with self._answers_lock:
+            batch, self._answers = self._answers, []
+        for report, token, ok, error in batch:
+            try:
+                report(token, ok, error)
+            except Exception:
+                log.exception("a delivery report failed")
 
     def send(self, rec: KafkaRecord, token: int, report: Report) -> None:
         """Queue ``rec``; ``report(token, ok, error)`` runs on the event loop once Kafka
@@ -40,7 +67,7 @@ class UploadProducer(PolledProducer):
         loop = asyncio.get_running_loop()
 
         def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-            loop.call_soon_threadsafe(report, token, err is None, "" if err is None else err.str())
+            self._answer(loop, report, token, err is None, "" if err is None else err.str())
 
         try:
             self._producer.produce(

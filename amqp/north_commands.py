@@ -97,9 +97,9 @@ class AppCommands:
         if rl is not None:
             self._pump_replies(rl)
 
-    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery, key: tuple[int, str]) -> bool:
         """An application settled a reply (at most once: nothing is sent again)."""
-        if _key(conn, dlv.link) not in self._replies:
+        if key not in self._replies:
             return False
         dlv.settle()
         return True

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proton import Delivery, Link, Message, symbol
+from proton import Delivery, Link
 
 from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
 from amqp.north_commands import AppCommands
@@ -36,6 +36,7 @@ from amqp.north_model import (
     stream_properties,
 )
 from amqp.paced_link import PacedLink
+from amqp.wire import encode_message
 from api.errors import ApiError
 from api.plumbing.access import Access
 from bridge.mapping import Topics, tenant_topics
@@ -60,18 +61,15 @@ def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
     return (id(conn), link.name)
 
 
-def _message(source: StreamSource, rec: Record) -> Message:
-    return Message(
-        body=rec.value,
-        content_type="application/json",
-        creation_time=rec.timestamp_ms / 1000,
+def _message(source: StreamSource, rec: Record) -> bytes:
+    """The record as the application gets it (encoded by amqp.wire, as proton would)."""
+    return encode_message(
+        rec.value,
+        annotations={"x-opt-kafka-partition": rec.partition, "x-opt-kafka-offset": rec.offset},
         properties=stream_properties(rec, source.tenant),
-        annotations={
-            symbol("x-opt-kafka-partition"): rec.partition,
-            symbol("x-opt-kafka-offset"): rec.offset,
-        },
+        creation_ms=rec.timestamp_ms,
+        content_type="application/json",
         durable=source.channel is Channel.EVENTS,
-        inferred=True,
     )
 
 
@@ -85,6 +83,7 @@ class Northbound:
         self._streams: dict[tuple[int, str], StreamLink] = {}
         self.commands = AppCommands(door)  # command/{tenant}, command_response/{tenant}/{id}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._children: dict[tuple[str, str], Any] = {}
 
     async def close(self) -> None:
         for sl in list(self._streams.values()):
@@ -151,7 +150,7 @@ class Northbound:
     def _open_stream(self, conn: ClientConnection, link: Link, source: StreamSource) -> None:
         own = tenant_topics(self.topics, source.tenant)
         topic = own.telemetry if source.channel is Channel.TELEMETRY else own.events
-        sent = self.door.stats.north_messages.labels(source.channel.value, "sent")
+        sent = self._counter(source.channel.value, "sent")
         paced = PacedLink(
             conn, link, int(link.remote_snd_settle_mode) == SND_SETTLED,
             lambda rec: _message(source, rec), self.door.cfg.link_credit, sent.inc,
@@ -186,21 +185,29 @@ class Northbound:
         else:
             self.commands.on_flow(conn, link)
 
-    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery, key: tuple[int, str]) -> bool:
         """An application settled a record or reply; False if the link is none of ours."""
-        if self.commands.on_disposition(conn, dlv):
-            return True
-        sl = self._streams.get(_key(conn, dlv.link))
+        sl = self._streams.get(key)
         if sl is None:
-            return False
+            return self.commands.on_disposition(conn, dlv, key)
         state = sl.paced.settle(dlv)
         if state is not None:
             if state in (Delivery.RELEASED, Delivery.MODIFIED):
                 outcome = "released"
             else:
                 outcome = "rejected" if state == Delivery.REJECTED else "accepted"
-            self.door.stats.north_messages.labels(sl.source.channel.value, outcome).inc()
+            self._counter(sl.source.channel.value, outcome).inc()
         return True
+
+    def _counter(self, channel: str, outcome: str) -> Any:
+        """The north_messages child for (channel, outcome), looked up once (labels() costs
+        more than the increment)."""
+        child = self._children.get((channel, outcome))
+        if child is None:
+            child = self._children[(channel, outcome)] = self.door.stats.north_messages.labels(
+                channel, outcome
+            )
+        return child
 
     def detached(self, conn: ClientConnection, link: Link) -> None:
         key = _key(conn, link)

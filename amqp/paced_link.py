@@ -13,12 +13,13 @@ links (amqp.topic_links) share; each says only how a record becomes a message.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from proton import Delivery, Endpoint, Link, Message
+from proton import Delivery, Endpoint, Link
 
 from amqp.north_kafka import StreamFeed
 from amqp.north_model import Record
@@ -36,7 +37,7 @@ class PacedLink:
     conn: ClientConnection
     link: Link
     presettled: bool
-    message: Callable[[Record], Message]  # how a record is sent
+    message: Callable[[Record], bytes]  # a record as the encoded message sent (amqp.wire)
     credit_cap: int  # never ask the feed for more than this at once
     on_sent: Callable[[], None] = _nothing
     feed: StreamFeed | None = None
@@ -46,6 +47,7 @@ class PacedLink:
     opened: bool = False
     active: bool = True
     tags: int = 0
+    pump_due: bool = False
 
     def ready(self) -> None:
         """The feed holds its partitions (or the wait is over): open the link."""
@@ -77,11 +79,22 @@ class PacedLink:
             self.asked += want
         self.conn.flush_soon()
 
+    def pump_soon(self) -> None:
+        """:meth:`pump` on the loop's next turn, once for all the outcomes read meanwhile (an
+        application settling each record would otherwise cost a pump per record)."""
+        if not self.pump_due:
+            self.pump_due = True
+            asyncio.get_running_loop().call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self.pump_due = False
+        self.pump()
+
     def _send(self, rec: Record) -> None:
         self.tags += 1
         tag = str(self.tags)
         dlv = self.link.delivery(tag)
-        self.link.send(self.message(rec).encode())
+        self.link.send(self.message(rec))
         self.link.advance()
         self.on_sent()
         if self.presettled:
@@ -107,7 +120,7 @@ class PacedLink:
             else:
                 self.feed.settled(rec)
             found = state
-        self.pump()
+        self.pump_soon()
         return found
 
     def detached(self) -> None:

@@ -289,9 +289,9 @@ class QueueLinks:
             if feed is not None:
                 feed.wake.set()
 
-    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery, key: tuple[int, str]) -> bool:
         """A receiver's outcome for a queue message; False if the link is none of ours."""
-        qr = self._receivers.get(_key(conn, dlv.link))
+        qr = self._receivers.get(key)
         if qr is None:
             return False
         state = dlv.remote_state

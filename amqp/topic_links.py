@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from proton import Delivery, Link, Message, symbol
+from proton import Delivery, Link
 
 from amqp.late_attach import accepted
 from amqp.model import RCV_SETTLE_FIRST, Cond, Refusal
@@ -27,6 +27,7 @@ from amqp.north_model import Record, north_refusal
 from amqp.paced_link import PacedLink
 from amqp.queue_model import PARTITION_KEY, SND_SETTLED
 from amqp.topic_model import TopicAddress, parse_topic_address, topic_group_id
+from amqp.wire import encode_message
 from api.plumbing.access import Access, topic_tenant
 from bridge.topics import DEFAULT_TENANT
 
@@ -42,17 +43,17 @@ def _key(conn: ClientConnection, link: Link) -> tuple[int, str]:
     return (id(conn), link.name)
 
 
-def _message(rec: Record) -> Message:
-    props: dict[str, Any] = {}
+def _message(rec: Record) -> bytes:
+    """The record as the receiver gets it (encoded by amqp.wire, as proton would)."""
+    props: dict[str, str] = {}
     if rec.key is not None:
         props[PARTITION_KEY] = rec.key.decode("utf-8", "replace")
-    msg = Message(body=rec.value, creation_time=rec.timestamp_ms / 1000, inferred=True)
-    msg.properties = props  # type: ignore[assignment]  # proton types it None
-    msg.annotations = {
-        symbol("x-opt-kafka-partition"): rec.partition,
-        symbol("x-opt-kafka-offset"): rec.offset,
-    }
-    return msg
+    return encode_message(
+        rec.value,
+        annotations={"x-opt-kafka-partition": rec.partition, "x-opt-kafka-offset": rec.offset},
+        properties=props,
+        creation_ms=rec.timestamp_ms,
+    )
 
 
 class TopicLinks:
@@ -124,8 +125,8 @@ class TopicLinks:
         if tr is not None:
             tr.pump()
 
-    def on_disposition(self, conn: ClientConnection, dlv: Delivery) -> bool:
-        tr = self._links.get(_key(conn, dlv.link))
+    def on_disposition(self, conn: ClientConnection, dlv: Delivery, key: tuple[int, str]) -> bool:
+        tr = self._links.get(key)
         if tr is None:
             return False
         tr.settle(dlv)

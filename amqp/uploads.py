@@ -68,6 +68,8 @@ class Uploads:
         self._partial: dict[tuple[int, str], bytearray] = {}
         # links whose message under way is over max-message-size: the rest is read and dropped
         self._oversized: set[tuple[int, str]] = set()
+        self._msg = Message()  # decodes devices' transfers, one at a time (see _message)
+        self._children: dict[tuple[str, str], Any] = {}  # the messages counter's, by labels
 
     def start(self) -> None:
         self.quotas.set_rates(dict(self._static_rates), time.monotonic())
@@ -78,9 +80,9 @@ class Uploads:
 
     # --- transfers --------------------------------------------------------------------------
 
-    async def on_delivery(self, conn: ClientConnection, dlv: Delivery) -> None:
-        link = dlv.link
-        if not link.is_receiver or not dlv.readable:
+    async def on_delivery(self, conn: ClientConnection, dlv: Delivery, link: Link) -> None:
+        """A transfer's frame on ``link`` (the delivery's, read once by the caller)."""
+        if not dlv.readable:
             return
         if not link.state & Endpoint.LOCAL_ACTIVE:
             # detached here (an oversized message): never touch its deliveries again. proton
@@ -133,7 +135,12 @@ class Uploads:
         self, conn: ClientConnection, link: Link, dlv: Delivery, data: bytes
     ) -> None:
         presettled = bool(dlv.settled)
-        msg = Message()
+        door = self.door
+        # a device's upload or reply is read here and now: one Message decodes them all (a new
+        # one costs a pn_message and four Data wrappers); the send links' and applications'
+        # commands keep theirs, so they get a new one
+        keeps = door.senders.takes(conn, link) or door.north.commands.takes(conn, link)
+        msg = Message() if keeps else self._msg
         try:
             msg.decode(data)
         except Exception as exc:  # noqa: BLE001 - proton's codec errors have no common root
@@ -142,11 +149,11 @@ class Uploads:
                 {"code": "bad_message"},
             ))  # fmt: skip
             return
-        if self.door.senders.takes(conn, link):  # to queue/{q} or topic/{t} (amqp.send_links)
-            self.door.senders.on_message(conn, link, dlv, msg)
+        if keeps and door.senders.takes(conn, link):  # to queue/{q} or topic/{t} (send_links)
+            door.senders.on_message(conn, link, dlv, msg)
             return
-        if self.door.north.commands.takes(conn, link):  # an application's command/{tenant}
-            self.door.north.commands.on_command(conn, link, dlv, msg)
+        if keeps:  # an application's command/{tenant} (amqp.north_commands)
+            door.north.commands.on_command(conn, link, dlv, msg)
             return
         address = link.target.address or msg.address
         if address and is_reply_address(address):  # a device's reply (amqp.commands)
@@ -218,7 +225,11 @@ class Uploads:
             return  # its connection or link went away: nothing to answer
         outcome, refusal = settle_outcome(item.rec, ok)
         label = outcome.value if refusal is None else str(refusal.condition)
-        self.door.stats.messages.labels(item.channel.value, label).inc()
+        key = (item.channel.value, label)
+        counter = self._children.get(key)
+        if counter is None:  # labels() costs more than the increment: looked up once
+            counter = self._children[key] = self.door.stats.messages.labels(*key)
+        counter.inc()
         if not ok:
             log.warning("Kafka did not take a record for %s: %s", item.rec.topic, error)
         if item.conn.closed:

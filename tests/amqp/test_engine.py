@@ -39,3 +39,11 @@ def test_conditions_carry_the_code() -> None:
     assert (cond.name, cond.description) == ("hono:bad-request", "not_json: x")
     assert cond.info == {"code": "not_json"}
     assert condition_of(Refusal(Cond.NOT_FOUND, "no")).info is None
+
+
+def test_only_the_wanted_events_are_yielded_and_all_are_consumed() -> None:
+    engine = Engine(max_frame_bytes=16384, idle_timeout_s=60)
+    engine.push(AMQP_HEADER)
+    wanted = frozenset({Event.CONNECTION_BOUND.number})
+    assert [e.type for e in engine.events(wanted)] == [Event.CONNECTION_BOUND]
+    assert list(engine.events()) == []
