@@ -307,6 +307,8 @@ NOT_RUN = {
     "make bench-http": _BENCH,
     "make bench-amqp": _BENCH,
     "make bench-shards": _BENCH,
+    "python -m bench.amqp_profile --label after --variant before=/tmp/amqpfast_base --rounds 2 "
+    "--keep-raw /tmp/raw --out-dir bench/results": _BENCH,
     "python -m bench run --suite ingest --mqtt-shards 2 --contenders "
     "mosquitto-limit,iot-bridge-qos1 --quick": _BENCH,
     "python -m bench.shards --runs 3 --out bench/results/shards": _BENCH,
