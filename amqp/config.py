@@ -43,6 +43,12 @@ class AmqpConfig:
     http_port: int = _setting(9106, "Port of /metrics, /healthz, /readyz; 0 = a free port.")
     kafka_bootstrap: str = _setting("localhost:9092", "Kafka bootstrap servers (host:port,...).")
     kafka_linger_ms: int = _setting(5, "Producer linger.ms.")
+    kafka_consumer_stall_s: float = _setting(
+        30.0,
+        "A northbound link's Kafka consumer, not paused for want of credit, whose partitions "
+        "have records past its position that it has not advanced on for this long is "
+        "replaced by a new member of the link's group (s); as iot-api's setting.",
+    )
     # --- Kafka security (appconfig.kafka_security, docs/security.md) ---
     kafka_security_protocol: str = _setting("", _ks.HELP["kafka_security_protocol"])
     kafka_sasl_mechanism: str = _setting("SCRAM-SHA-512", _ks.HELP["kafka_sasl_mechanism"])
@@ -158,6 +164,7 @@ class AmqpConfig:
             (bool(self.kafka_bootstrap), "kafka_bootstrap must not be empty"),
             (_ks.problem(self) is None, _ks.problem(self) or ""),
             (0 <= self.kafka_linger_ms <= 1000, "kafka_linger_ms must be 0-1000"),
+            (self.kafka_consumer_stall_s > 0, "kafka_consumer_stall_s must be > 0"),
             (self.publish_timeout_ms >= 1, "publish_timeout_ms must be >= 1"),
             (bool(_TOPIC_RE.match(self.topic_telemetry)), "topic_telemetry is not a topic"),
             (bool(_TOPIC_RE.match(self.topic_events)), "topic_events is not a topic"),

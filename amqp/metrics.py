@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterator
+from functools import partial
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from kafka_watch.stall import StallJudge, StallTally
+
+# the long-lived Kafka consumers judged for a stall (issue 32), by kind: a northbound link's
+# reader, the command replies' and statuses' followers, a queue link's member
+STALL_KINDS = ("north", "replies", "queue")
 
 
 class AmqpMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self._judges = {kind: weakref.WeakSet[StallJudge]() for kind in STALL_KINDS}
+        self.stalls = {kind: StallTally(kind, partial(list, self._judges[kind]))
+                       for kind in STALL_KINDS}  # fmt: skip
+        registry.register(StallCollector(self.stalls))
         self.connections = Gauge(
             "iot_amqp_connections", "AMQP connections open now", registry=registry
         )
@@ -63,3 +79,42 @@ class AmqpMetrics:
             ["outcome"],
             registry=registry,
         )
+
+    def watched(self, kind: str, judge: StallJudge) -> StallTally:
+        """``judge``'s consumer, of ``kind``, on /metrics while it lives; its tally (the owner
+        counts a replacement in it)."""
+        self._judges[kind].add(judge)
+        return self.stalls[kind]
+
+    def renewed(self, kind: str) -> None:
+        """A consumer of ``kind`` was replaced because it stalled."""
+        self.stalls[kind].renewals += 1
+
+
+class StallCollector(Collector):
+    """``iot_amqp_kafka_consumer_renewals_total{consumer}`` and
+    ``iot_amqp_kafka_consumer_failing{consumer}``, as iot-api's ``kafka_client`` pair."""
+
+    def __init__(self, tallies: dict[str, StallTally]) -> None:
+        self._tallies = tallies
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        renewals = CounterMetricFamily(
+            "iot_amqp_kafka_consumer_renewals",
+            "Long-lived Kafka consumers replaced because they stalled (records past a position "
+            "that did not move for kafka_consumer_stall_s, not paused for want of credit), by "
+            "kind (north: northbound links' readers; replies: the command replies' and "
+            "statuses' followers; queue: queue links' members)",
+            labels=["consumer"],
+        )
+        failing = GaugeMetricFamily(
+            "iot_amqp_kafka_consumer_failing",
+            "Partitions behind without progress at the last check, over the consumers of a "
+            "kind alive now (0: they read or idle)",
+            labels=["consumer"],
+        )
+        for kind, tally in self._tallies.items():
+            renewals.add_metric([kind], tally.renewals)
+            failing.add_metric([kind], tally.failures)
+        yield renewals
+        yield failing

@@ -244,12 +244,21 @@ class AppCommands:
         async with self._follower_lock:
             if self._follower is None:
                 cfg = self.door.cfg
+                stats = self.door.stats
+
+                def renewed() -> None:
+                    stats.renewed("replies")
+
                 statuses = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_status,
-                                         self._status)  # fmt: skip
+                                         self._status, stall_s=cfg.kafka_consumer_stall_s,
+                                         on_renewed=renewed)  # fmt: skip
+                stats.watched("replies", statuses.stall)
                 await asyncio.to_thread(statuses.start)
                 self._status_follower = statuses
                 follower = ReplyFollower(cfg.kafka_bootstrap, cfg.topic_command_replies,
-                                         self._reply)  # fmt: skip
+                                         self._reply, stall_s=cfg.kafka_consumer_stall_s,
+                                         on_renewed=renewed)  # fmt: skip
+                stats.watched("replies", follower.stall)
                 await asyncio.to_thread(follower.start)
                 self._follower = follower
 

@@ -158,7 +158,10 @@ class Northbound:
         paced.feed = StreamFeed(
             self.door.cfg.kafka_bootstrap, topic, group_id(source, link.name),
             on_records=paced.take, on_ready=paced.ready,
+            stall_s=self.door.cfg.kafka_consumer_stall_s,
+            on_renewed=lambda: self.door.stats.renewed("north"),
         )  # fmt: skip
+        self.door.stats.watched("north", paced.feed.stall)
         sl = StreamLink(source, paced)
         self._streams[_key(conn, link)] = sl
         self.door.stats.north_links.inc()

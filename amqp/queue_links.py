@@ -44,6 +44,7 @@ from api.queues.kafka import QueueConsumer, Received
 from api.queues.settings import QueueSettingsStore
 from bridge.mapping import KafkaRecord
 from bridge.topics import DEFAULT_TENANT
+from kafka_watch.stall import StallJudge
 
 if TYPE_CHECKING:
     from amqp.connection import ClientConnection
@@ -197,9 +198,13 @@ class QueueLinks:
         queue's last link here is gone (then its partitions go to the group's others)."""
         consumer: QueueConsumer | None = None
         try:
+            cfg = self.door.cfg
+            judge = StallJudge(f"amqp queue {feed.queue}", cfg.kafka_consumer_stall_s)
+            tally = self.door.stats.watched("queue", judge)
             consumer = await asyncio.to_thread(
-                QueueConsumer, self.door.cfg.kafka_bootstrap, feed.queue, buffer_max=_FETCH_MAX
-            )
+                QueueConsumer, cfg.kafka_bootstrap, feed.queue, buffer_max=_FETCH_MAX,
+                stall=judge, tally=tally,
+            )  # fmt: skip
             while feed.links:
                 credit = self._credit(feed)
                 if credit <= 0:

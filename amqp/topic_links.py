@@ -94,7 +94,10 @@ class TopicLinks:
         tr.feed = StreamFeed(
             self.door.cfg.kafka_bootstrap, found.topic, topic_group_id(found, link.name),
             on_records=tr.take, on_ready=tr.ready,
+            stall_s=self.door.cfg.kafka_consumer_stall_s,
+            on_renewed=lambda: self.door.stats.renewed("north"),
         )  # fmt: skip
+        self.door.stats.watched("north", tr.feed.stall)
         self._links[_key(conn, link)] = tr
         tr.feed.start()
         asyncio.get_running_loop().call_later(READY_S, tr.ready)

@@ -118,7 +118,8 @@ class ApiService:
         # and the long-lived consumers replaced when they stall (receive nothing, records there)
         renewing: list[Renewed] = [self.admin.renewing, health.renewing, self.operator.feed.stall,
                                    self.pool.stall, self.queues.stall,
-                                   self.queues.settings.stall]  # fmt: skip
+                                   self.queues.settings.stall,
+                                   self.queues.tracker.stall]  # fmt: skip
         followers: list[Callable[[], StallJudge | None]] = []  # the registry's, once started
         if self.auth is not None:
             followers.append(lambda: self.auth.follower_stall if self.auth else None)

@@ -130,7 +130,9 @@ class Tail:
         partitions: Mapping[str, Iterable[int]] | None = None,
         extra: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
+        starts: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
+        """``starts``: where a partition begins instead (a replaced Tail's positions)."""
         self._consumer = _consumer(bootstrap, extra or {})
         assignment: list[TopicPartition] = []
         self.ends: dict[tuple[str, int], int] = {}
@@ -149,8 +151,14 @@ class Tail:
                 low, high = watermarks(self._consumer, topic, p, timeout_s)
                 self.ends[(topic, p)] = high
                 start = low if from_beginning else high
+                start = (starts or {}).get((topic, p), start)
                 assignment.append(TopicPartition(topic, p, start if start >= 0 else OFFSET_END))
         self._consumer.assign(assignment)
+
+    @property
+    def consumer(self) -> Consumer:
+        """The assigned consumer (its stall check, kafka_watch)."""
+        return self._consumer
 
     def poll(self, timeout: float) -> list[Message]:
         out = []

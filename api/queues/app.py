@@ -64,6 +64,7 @@ class QueueHandlers:
             partitions=cfg.queue_markers_partitions,
             grace_ms=cfg.queue_clock_grace_ms,
             max_bytes=cfg.max_message_bytes,
+            stall_s=cfg.kafka_consumer_stall_s,
         )
         self.settings = QueueSettingsStore(
             cfg.kafka_bootstrap, cfg.queue_settings_topic, cfg.kafka_consumer_stall_s

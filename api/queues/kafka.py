@@ -28,6 +28,8 @@ from api.plumbing.buffered_member import BufferedMember
 from api.plumbing.kafka_batch import take
 from api.queues import model as qm
 from appconfig.kafka_security import client_base, delivery_timeouts
+from kafka_watch.consumer import consumer_stalled
+from kafka_watch.retired import retire_member
 from kafka_watch.stall import StallJudge, StallTally
 
 log = logging.getLogger(__name__)
@@ -143,17 +145,27 @@ class MarkerTracker:
     """The owner of marker partitions: redelivery and dead-lettering (a thread)."""
 
     def __init__(
-        self, bootstrap: str, markers: str, *, partitions: int, grace_ms: int, max_bytes: int
+        self,
+        bootstrap: str,
+        markers: str,
+        *,
+        partitions: int,
+        grace_ms: int,
+        max_bytes: int,
+        stall_s: float = 30.0,
     ) -> None:
         self._bootstrap = bootstrap
+        # a member that stalls (behind without moving, issue 32) is replaced by a new member
+        # of the group, the old one closed off this thread; counted on /metrics
+        self.stall = StallJudge("queue-tracker", stall_s)
+        self.on_assigned: Any = None  # tests: the member, once assigned (in its thread)
         self._partitions = partitions
         self._max_bytes = max_bytes
         self.markers = markers
         self._grace_ms = grace_ms
         self._stop = threading.Event()
         self._owned: dict[int, _Owned] = {}
-        self._consumer = Consumer(
-            {
+        self._settings = {
                 **client_base(bootstrap),
                 "group.id": f"iot-api.queue-tracker--{markers}",
                 "client.id": "iot-api-tracker",
@@ -162,8 +174,8 @@ class MarkerTracker:
                 "max.poll.interval.ms": 60000,
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 **_SESSION,
-            }
-        )
+            }  # fmt: skip
+        self._consumer = Consumer(self._settings)
         self._producer = Producer(
             {
                 **client_base(bootstrap),
@@ -207,12 +219,19 @@ class MarkerTracker:
 
     # --- ownership -------------------------------------------------------------------------
 
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:
+            return  # a replaced member's (closing in a thread of its own)
         for tp in partitions:  # read from the committed low water: the table rebuilds itself
             self._owned[tp.partition] = _Owned()
         log.info("queue markers: own %s", sorted(self._owned))
+        if self.on_assigned is not None:
+            consumer.assign(partitions)  # as the client would after this call, from the commit
+            self.on_assigned(consumer)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:
+            return  # a replaced member's: what it owned was committed when it was replaced
         self._commit([tp.partition for tp in partitions], consumer)
         for tp in partitions:
             self._owned.pop(tp.partition, None)
@@ -241,6 +260,7 @@ class MarkerTracker:
                     if msg.error() is None:
                         self._read(msg.partition() or 0, msg.offset() or 0, msg.value() or b"")
                 self._tick()
+                self._watch()
                 if time.monotonic() - last_commit > 1.0:
                     self._commit(list(self._owned), self._consumer)
                     last_commit = time.monotonic()
@@ -252,6 +272,27 @@ class MarkerTracker:
                 self._consumer.close()  # leaves the group: another instance takes over now
             self._producer.flush(10)
             self._producer = None  # type: ignore[assignment]  # freed: no reconnects after stop
+
+    def _watch(self) -> None:
+        """Now and then, whether the member stalled; if so, commit what it owned and replace
+        it by a new member, which rebuilds the tables from the commit (as after a rebalance)."""
+        if not self.stall.due(time.monotonic()):
+            return
+        old = self._consumer
+        try:
+            if not consumer_stalled(old, self.stall, {}, "queue markers: the tracker's",
+                                    group_start="earliest"):  # fmt: skip
+                return
+        except KafkaException as exc:  # Kafka not answering: nothing to judge
+            log.debug("queue markers: stall check failed: %s", exc)
+            return
+        self._commit(list(self._owned), old)
+        self._owned.clear()
+        self._consumer = Consumer(self._settings)
+        self._consumer.subscribe([self.markers], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke)  # fmt: skip
+        self.stall.assigned(time.monotonic())
+        retire_member(old)
 
     def _read(self, partition: int, offset: int, raw: bytes) -> None:
         owned = self._owned.get(partition)
