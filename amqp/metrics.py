@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -22,7 +22,9 @@ class AmqpMetrics:
         self._judges = {kind: weakref.WeakSet[StallJudge]() for kind in STALL_KINDS}
         self.stalls = {kind: StallTally(kind, partial(list, self._judges[kind]))
                        for kind in STALL_KINDS}  # fmt: skip
-        registry.register(StallCollector(self.stalls))
+        # the registry follower of the log-ins, once started (it counts its own replacements)
+        self.registry_follower: Callable[[], StallJudge | None] = lambda: None
+        registry.register(StallCollector(self.stalls, self._registry_judge))
         self.connections = Gauge(
             "iot_amqp_connections", "AMQP connections open now", registry=registry
         )
@@ -86,6 +88,9 @@ class AmqpMetrics:
         self._judges[kind].add(judge)
         return self.stalls[kind]
 
+    def _registry_judge(self) -> StallJudge | None:
+        return self.registry_follower()  # read at each scrape: set once the door starts
+
     def renewed(self, kind: str) -> None:
         """A consumer of ``kind`` was replaced because it stalled."""
         self.stalls[kind].renewals += 1
@@ -95,8 +100,11 @@ class StallCollector(Collector):
     """``iot_amqp_kafka_consumer_renewals_total{consumer}`` and
     ``iot_amqp_kafka_consumer_failing{consumer}``, as iot-api's ``kafka_client`` pair."""
 
-    def __init__(self, tallies: dict[str, StallTally]) -> None:
+    def __init__(
+        self, tallies: dict[str, StallTally], follower: Callable[[], StallJudge | None]
+    ) -> None:
         self._tallies = tallies
+        self._follower = follower  # the log-ins' registry follower, as kind "registry"
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         renewals = CounterMetricFamily(
@@ -104,7 +112,8 @@ class StallCollector(Collector):
             "Long-lived Kafka consumers replaced because they stalled (records past a position "
             "that did not move for kafka_consumer_stall_s, not paused for want of credit), by "
             "kind (north: northbound links' readers; replies: the command replies' and "
-            "statuses' followers; queue: queue links' members)",
+            "statuses' followers; queue: queue links' members; registry: the log-ins' registry "
+            "follower)",
             labels=["consumer"],
         )
         failing = GaugeMetricFamily(
@@ -116,5 +125,8 @@ class StallCollector(Collector):
         for kind, tally in self._tallies.items():
             renewals.add_metric([kind], tally.renewals)
             failing.add_metric([kind], tally.failures)
+        follower = self._follower()
+        renewals.add_metric(["registry"], follower.renewals if follower else 0)
+        failing.add_metric(["registry"], follower.failures if follower else 0)
         yield renewals
         yield failing

@@ -45,7 +45,10 @@ class Door:
         self.stats = AmqpMetrics(self.registry)
         auth = None
         if cfg.registry_auth:
-            auth = RegistryAuthenticator(cfg.kafka_bootstrap, cfg.registry_topic)
+            auth = RegistryAuthenticator(
+                cfg.kafka_bootstrap, cfg.registry_topic, stall_s=cfg.kafka_consumer_stall_s
+            )
+            self.stats.registry_follower = lambda: auth.follower_stall if auth else None
         self.logins = Logins(auth, lambda cert: revoked(cfg, cert))
         self.producer = UploadProducer(
             cfg.kafka_bootstrap,

@@ -31,6 +31,7 @@ from api.plumbing.tls import server_context
 from api.plumbing.topic_access import AclHandlers, TopicGuard
 from api.queues.app import QueueHandlers
 from api.sawmill.app import SawmillHandlers
+from api.sawmill.kafka import StreamWatch
 from kafka_watch import retired
 from kafka_watch.stall import StallJudge
 
@@ -94,6 +95,8 @@ class ApiService:
         self.queues = QueueHandlers(self.cfg, self.admin, self.publisher, self.pool.draining)
         self.queues.start()
         self.operator = OperatorHandlers(self.cfg)  # commands and devices over HTTP
+        streams = StreamWatch(self.cfg.kafka_consumer_stall_s)  # every SSE stream's reader
+        self.sawmill.stream_watch = self.operator.stream_watch = streams
         handlers.guard = TopicGuard(self.auth)
         self.health = KafkaHealth(self.cfg.kafka_bootstrap)
         self.health.start()
@@ -119,7 +122,7 @@ class ApiService:
         renewing: list[Renewed] = [self.admin.renewing, health.renewing, self.operator.feed.stall,
                                    self.pool.stall, self.queues.stall,
                                    self.queues.settings.stall,
-                                   self.queues.tracker.stall]  # fmt: skip
+                                   self.queues.tracker.stall, streams.tally]  # fmt: skip
         followers: list[Callable[[], StallJudge | None]] = []  # the registry's, once started
         if self.auth is not None:
             followers.append(lambda: self.auth.follower_stall if self.auth else None)

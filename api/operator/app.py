@@ -62,6 +62,7 @@ class OperatorHandlers(RegistryRoutes):
         self.feed = FleetFeed(cfg.kafka_bootstrap, cfg.topic_command_status,
                               cfg.topic_command_replies, cfg.kafka_consumer_stall_s)  # fmt: skip
         self.path: CommandPath | None = None
+        self.stream_watch: sawmill_kafka.StreamWatch | None = None  # telemetry streams' stall check
         self._started = asyncio.Lock()
         self.closing = asyncio.Event()
 
@@ -168,7 +169,11 @@ class OperatorHandlers(RegistryRoutes):
         topic = tenant_kafka_topic(self.cfg.topic_telemetry, tenant)
         try:
             follower = await asyncio.to_thread(
-                sawmill_kafka.Follower, self.cfg.kafka_bootstrap, topic, sawmill.parse_start("end")
+                sawmill_kafka.Follower,
+                self.cfg.kafka_bootstrap,
+                topic,
+                sawmill.parse_start("end"),
+                self.stream_watch,
             )
         except NoSuchTopicError:
             raise not_found(f"No telemetry yet for tenant [{tenant}] ({topic}).") from None

@@ -54,6 +54,7 @@ class SawmillHandlers:
         self.auth = auth
         self.guard = TopicGuard(auth)  # the same tenant and ACL rules as MR's /events
         self.closing = asyncio.Event()
+        self.stream_watch: sawmill_kafka.StreamWatch | None = None  # streams' stall check
 
     def close(self) -> None:
         """The service stops: open streams end (clients resume elsewhere from their id)."""
@@ -183,7 +184,7 @@ class SawmillHandlers:
                 request.headers.get("Last-Event-ID"), request.query.get("offset")
             )
             follower = await asyncio.to_thread(
-                sawmill_kafka.Follower, self.cfg.kafka_bootstrap, topic, start
+                sawmill_kafka.Follower, self.cfg.kafka_bootstrap, topic, start, self.stream_watch
             )
             return await self._stream(request, follower)
 

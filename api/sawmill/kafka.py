@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+import weakref
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -17,11 +18,15 @@ from api.plumbing.kafka_admin import KafkaUnavailableError, NoSuchTopicError
 from api.plumbing.kafka_batch import take
 from api.sawmill.model import Message, Start
 from appconfig.kafka_security import client_base
+from kafka_watch.consumer import consumer_stall, stalled_log
+from kafka_watch.retired import retire
+from kafka_watch.stall import Partition, StallJudge, StallTally
 
 _NO_LEADER_YET = frozenset(
     {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT}
 )
 _READ_S = 15.0  # a range read gives up after this long (a partition that cannot be fetched)
+_CHECK_S = 2.0  # a stall check's Kafka requests wait at most this long (a stream's poll waits)
 
 
 def _consumer(bootstrap: str) -> Consumer:
@@ -148,10 +153,35 @@ def read_since(
         consumer.close()
 
 
-class Follower:
-    """A Server-Sent Events stream's reader: every partition from its start, then new records."""
+class StreamWatch:
+    """The stall check of every live SSE stream's reader (sawmill's, the operator API's device
+    telemetry): judged with ``stall_s``, counted as one client, ``sse-streams``, on /metrics."""
 
-    def __init__(self, bootstrap: str, topic: str, start: Start) -> None:
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self._live: weakref.WeakSet[Follower] = weakref.WeakSet()
+        self.tally = StallTally(
+            "sse-streams", lambda: [f.stall for f in list(self._live) if f.stall]
+        )
+
+    def judge(self, follower: Follower) -> StallJudge:
+        self._live.add(follower)
+        return StallJudge("sse-streams", self.stall_s)
+
+
+class Follower:
+    """A Server-Sent Events stream's reader: every partition from its start, then new records.
+
+    With a ``watch``, a reader that librdkafka wedges (it fetches nothing while its partitions'
+    high watermarks move on, issue 32) is replaced after ``stall_s`` by a new one assigned where
+    the old one stood, so the stream goes on with nothing skipped or sent twice; checked in
+    :meth:`poll`'s thread every ``StallJudge.every_s``, each check's requests bounded."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, start: Start, watch: StreamWatch | None = None
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topic
         self._consumer = _consumer(bootstrap)
         self._lock = threading.Lock()
         self._closed = False
@@ -161,14 +191,40 @@ class Follower:
             self._consumer.close()
             raise
         self.positions = {p: start.offset_for(p, lo, hi) for p, (lo, hi) in ranges.marks.items()}
+        self._handed: dict[Partition, int] = {(topic, p): o for p, o in self.positions.items()}
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in self.positions.items()])
+        self._watch = watch
+        self.stall = watch.judge(self) if watch is not None else None
+        if self.stall is not None:
+            self.stall.assigned(time.monotonic())
 
     def poll(self, count: int, timeout_s: float) -> list[Message]:
         with self._lock:
             if self._closed:
                 return []
-            batch = take(self._consumer, count, timeout_s)
-        return [_message(m) for m in batch if m.error() is None]
+            batch = [m for m in take(self._consumer, count, timeout_s) if m.error() is None]
+            for m in batch:
+                self._handed[(self._topic, m.partition() or 0)] = (m.offset() or 0) + 1
+            self._check()
+        return [_message(m) for m in batch]
+
+    def _check(self) -> None:
+        """Replace the reader if it stalled (under the lock, in the polling thread)."""
+        judge, now = self.stall, time.monotonic()
+        if judge is None or self._watch is None or not judge.due(now):
+            return
+        try:
+            stuck = consumer_stall(self._consumer, judge, self._handed, _CHECK_S, now)
+        except KafkaException:  # Kafka not answering: nothing to judge now
+            return
+        if not stuck:
+            return
+        stalled_log(judge, stuck, f"SSE stream of {self._topic}: its")
+        self._watch.tally.renewals += 1
+        old, self._consumer = self._consumer, _consumer(self._bootstrap)
+        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._handed.items()])
+        judge.assigned(time.monotonic())
+        retire(old)  # freed off this thread: never joined a group, nothing to leave
 
     def close(self) -> None:
         with self._lock:  # after a poll still running in its thread

@@ -24,3 +24,14 @@ def test_stalls_are_counted_by_kind_and_failing_sums_the_live_judges() -> None:
     assert value("iot_amqp_kafka_consumer_renewals_total", {"consumer": "queue"}) == 0
     del north, tally
     assert value("iot_amqp_kafka_consumer_failing", {"consumer": "north"}) == 0  # gone
+
+
+def test_the_registry_followers_own_count_shows_once_it_is_started() -> None:
+    registry = CollectorRegistry()
+    stats = AmqpMetrics(registry)
+    value = registry.get_sample_value
+    assert value("iot_amqp_kafka_consumer_renewals_total", {"consumer": "registry"}) == 0
+    follower = StallJudge("registry-follower", 3.0)
+    stats.registry_follower = lambda: follower
+    follower.renewed()
+    assert value("iot_amqp_kafka_consumer_renewals_total", {"consumer": "registry"}) == 1
