@@ -62,7 +62,7 @@ def _session(port: int, client_id: str, subscribe: bool) -> tuple[bool, list[byt
         connected.set()
 
     client.on_connect = on_connect
-    client.on_message = lambda _c, _u, msg: got.append(msg.payload)
+    client.on_message = lambda _c, _u, msg: got.append(bytes(msg.payload))
     client.connect("127.0.0.1", port)
     client.loop_start()
     assert connected.wait(10)
