@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -147,6 +148,10 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -228,11 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     from bench.report import write_all
     from bench.suite import run_suite
 
+    # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C: the runs' and the suite's `finally`
+    # stop the contender and the stack, which the default action would leave running
+    before = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         run = run_suite(options)
     except Exception as exc:  # noqa: BLE001 - the CLI boundary: report, exit 1
         print(f"bench: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, before)
     paths = write_all(run, options.out_dir)
     print(paths["md"].read_text())
     for kind, path in paths.items():

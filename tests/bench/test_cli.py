@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from bench.cli import main
@@ -86,3 +90,26 @@ def test_mqtt_shards_reach_the_suite_and_bad_counts_or_contenders_are_refused(
     err = capsys.readouterr().err
     assert "leave out naive-bridge, mq-bridge, telegraf" in err
     assert seen == [2, 1]
+
+
+def test_sigterm_unwinds_the_suite_so_its_finally_stops_the_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed with SIGTERM, the default action left Mosquitto, Kafka and the contender running;
+    the suite must unwind instead, through the `finally` that stops them."""
+    stopped: list[bool] = []
+
+    def fake_run_suite(_options: SuiteOptions) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at once; never reached
+        finally:
+            stopped.append(True)
+
+    monkeypatch.setattr("bench.suite.run_suite", fake_run_suite)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--quick"])
+    assert signal.getsignal(signal.SIGTERM) == before  # the caller's handler is back
+    assert stopped == [True]
+    assert exited.value.code == 128 + signal.SIGTERM
