@@ -86,7 +86,7 @@ def test_kill_9_of_the_job_mid_batch_then_restart_counts_every_minute_once(
     job = _start(argv, env, log)
     try:
         load.thread.start()
-        _wait(lambda: _batches(checkpoint / "commits") >= 1, 900, "a device_minute batch done")
+        first = _wait(lambda: _batches(checkpoint / "commits") >= 1, 900, "a batch committed")
 
         def mid_batch() -> bool:  # planned (offsets written), not yet committed
             return _batches(checkpoint / "offsets") > _batches(checkpoint / "commits")
@@ -109,10 +109,14 @@ def test_kill_9_of_the_job_mid_batch_then_restart_counts_every_minute_once(
                 return False
             return got == expected
 
-        _wait(counted, 900, "device_minute counts every record sent, once")
+        caught_up = _wait(counted, 900, "device_minute counts every record sent, once")
         assert job.poll() is None, "the restarted job died"
         assert _batches(checkpoint / "commits") >= planned
         assert sum(_minute_counts(warehouse, load.base_ms).values()) == sum(expected.values())
+        print(
+            f"batch 1 committed {first:.0f} s after the start; killed in batch {planned}; "
+            f"every minute counted {caught_up:.0f} s after the restart"
+        )
     finally:
         load.stop.set()
         _kill(job)
