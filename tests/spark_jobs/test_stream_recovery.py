@@ -164,9 +164,10 @@ def test_job_recovers_from_a_kafka_outage_and_counts_every_record_once(
         down_for = time.monotonic() - outage_started
         assert job.is_alive(), "the job died during the outage"
         local.kafka.start()
-        # the load goes on after the outage: its buffer delivered, and 3 minutes more
+        # the load goes on after the outage until Kafka acknowledged as many records as were
+        # sent by its return (the buffer) and 3 minutes more
         after = load.produced + 3 * RECORDS_PER_MINUTE
-        _wait(lambda: load.delivered >= after, 120, "the producer delivering again")
+        delivering = _wait(lambda: load.delivered >= after, 120, "the producer delivering again")
         load.finish()
 
         recovered = _wait(lambda: _get(f"{base}/readyz")[0] == 200, 240, "ready again")
@@ -180,7 +181,8 @@ def test_job_recovers_from_a_kafka_outage_and_counts_every_record_once(
         }
         restarts = {q: v for (n, q), v in metrics.items() if n == "iot_analytics_query_restarts"}
         print(
-            f"Kafka down {down_for:.0f} s; {sum(expected.values())} records over "
+            f"Kafka down {down_for:.0f} s, its buffer and 3 minutes more in {delivering:.0f} s "
+            f"after; {sum(expected.values())} records over "
             f"{load.minute} minutes; ready {recovered:.0f} s after the load's buffer was in; "
             f"counts complete {caught_up:.0f} s later; query restarts {restarts}"
         )
