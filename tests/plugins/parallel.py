@@ -12,10 +12,10 @@ tests this plugin puts in an xdist group, which run on one worker, one after the
   tests that share it run on one worker, so the fixture is set up once, as without xdist;
 - `spark`: the tests of the session's Spark session (fixture `spark`): one Spark session (and
   its JVM) serves them all. A `spark`-marked test without that fixture (its Spark is a job's or
-  a stack's own JVM, started as a subprocess) runs on any worker, beside the group: two or three
-  Spark drivers at once (~1-1.5 GB resident each, the session's 1g heap the largest) fit the
-  24 GiB machine many times over, and a group already runs beside another worker's session
-  (the console's analytics page test: a module group, with `spark`).
+  a stack's own JVM, started as a subprocess) runs on any worker, beside the group: a few
+  Spark drivers at once fit the 24 GiB machine many times over (peak resident, measured
+  2026-11-29: the session's 1g heap 1.2-1.3 GB, a job's 512m 0.6-0.75 GB), and a group already
+  runs beside another worker's session (the console's analytics page test, with `spark`).
 
 It also applies the tier markers the fixtures imply (docs/development.md, "Rules": unmarked =
 unit, needs no server): a test that asks for a server fixture is `integration`, a test that asks
