@@ -10,9 +10,12 @@ tests this plugin puts in an xdist group, which run on one worker, one after the
   machine-wide (bench/chaos/netns.py), two workers would make the same ones;
 - a module-, class- or package-scoped fixture (e.g. `api`, `console_stack`, `central`): the
   tests that share it run on one worker, so the fixture is set up once, as without xdist;
-- `spark`: the tests of the session's Spark session (fixture `spark`), and the other Spark
-  tests (their own JVMs): one Spark session serves them and at most one Spark JVM of the suite
-  runs at a time (memory).
+- `spark`: the tests of the session's Spark session (fixture `spark`): one Spark session (and
+  its JVM) serves them all. A `spark`-marked test without that fixture (its Spark is a job's or
+  a stack's own JVM, started as a subprocess) runs on any worker, beside the group: a few
+  Spark drivers at once fit the 24 GiB machine many times over (peak resident, measured
+  2026-11-29: the session's 1g heap 1.2-1.3 GB, a job's 512m 0.6-0.75 GB), and a group already
+  runs beside another worker's session (the console's analytics page test, with `spark`).
 
 It also applies the tier markers the fixtures imply (docs/development.md, "Rules": unmarked =
 unit, needs no server): a test that asks for a server fixture is `integration`, a test that asks
@@ -82,9 +85,9 @@ def xdist_group(item: pytest.Item) -> str | None:
     shared = _shared_scope_key(item)
     if shared is not None:
         return shared
-    if SPARK_FIXTURE in names or item.get_closest_marker("spark") is not None:
+    if SPARK_FIXTURE in names:
         return "spark"
-    return None
+    return None  # a `spark` marker alone: the test's Spark JVMs are its own
 
 
 def _under_xdist(config: pytest.Config) -> bool:

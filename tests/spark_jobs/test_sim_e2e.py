@@ -118,6 +118,7 @@ def test_simulator_through_bridge_into_device_minute(
         env={}, kafka_bootstrap=stack.kafka_bootstrap, topic_telemetry=telemetry,
         topic_presence=presence, warehouse_dir=tmp_path / "wh", spark_master="local[2]",
         shuffle_partitions=2, watermark="30 seconds",
+        tables=("device_minute", "anomalies"),  # the two it checks: the others only add CPU
     )  # fmt: skip
     assert stream.run(cfg, available_now=True, spark=spark) == 0
 

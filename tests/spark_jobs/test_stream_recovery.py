@@ -25,7 +25,7 @@ from spark_jobs.config import AnalyticsConfig
 from spark_jobs.query_health import HealthSettings
 from stack.launcher import Stack
 from stack.ports import free_port
-from tests.spark_jobs.test_kafka_e2e import _clock, _device_minute, _telemetry
+from tests.spark_jobs.test_kafka_e2e import DEVICES, STEP_S, _clock, _minute_counts, _telemetry
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -34,6 +34,7 @@ OUTAGE_S = 60.0
 # flushes its buffer partition by partition: a watermark far longer than the whole run means
 # no record is ever late, whatever order the partitions catch up in.
 WATERMARK_MINUTES = 600
+RECORDS_PER_MINUTE = len(DEVICES) * 60 // STEP_S  # what the load sends every second
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -72,6 +73,8 @@ class Load:
         self.topic = topic
         self.base_ms = base_ms
         self.sent: Counter[tuple[str, int]] = Counter()
+        self.produced = 0
+        self.delivered = 0  # acknowledged by Kafka (counted in the thread that polls)
         self.errors: list[str] = []
         self.minute = 0
         self.stop = threading.Event()
@@ -84,9 +87,16 @@ class Load:
                 key=key.encode() if key is not None else None,
                 value=value,
                 headers=[("received_at", str(received_at).encode()), ("qos", b"1")],
-                on_delivery=lambda err, _msg: self.errors.append(str(err)) if err else None,
+                on_delivery=self._delivered,
             )
+            self.produced += 1
         self.producer.poll(0)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err:
+            self.errors.append(str(err))
+        else:
+            self.delivered += 1
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -135,11 +145,18 @@ def test_job_recovers_from_a_kafka_outage_and_counts_every_record_once(
     )
     now_ms = int(time.time() * 1000)
     load = Load(local.kafka_bootstrap, cfg.topic_telemetry, (now_ms // 60_000 - 2000) * 60_000)
+
+    def counts() -> dict[tuple[str, int], int]:
+        try:
+            return _minute_counts(warehouse, load.base_ms)  # no (device, minute) twice
+        except Exception:  # noqa: BLE001 - the table may not exist yet
+            return {}
+
     job.start()
     try:
         _wait(lambda: _get(f"{base}/readyz")[0] == 200, 180, "the job ready")
         load.thread.start()
-        time.sleep(15)
+        _wait(lambda: bool(counts()), 120, "device_minute counts the load before the outage")
 
         local.kafka.stop()  # SIGTERM: a clean broker shutdown, then 60 s without Kafka
         outage_started = time.monotonic()
@@ -147,20 +164,16 @@ def test_job_recovers_from_a_kafka_outage_and_counts_every_record_once(
         down_for = time.monotonic() - outage_started
         assert job.is_alive(), "the job died during the outage"
         local.kafka.start()
-        time.sleep(15)
+        # the load goes on after the outage until Kafka acknowledged as many records as were
+        # sent by its return (the buffer) and 3 minutes more
+        after = load.produced + 3 * RECORDS_PER_MINUTE
+        delivering = _wait(lambda: load.delivered >= after, 120, "the producer delivering again")
         load.finish()
 
         recovered = _wait(lambda: _get(f"{base}/readyz")[0] == 200, 240, "ready again")
         expected = dict(load.sent)
 
-        def counted() -> bool:
-            try:
-                got = _device_minute(spark, warehouse, load.base_ms)
-            except Exception:  # noqa: BLE001 - the table may not exist yet
-                return False
-            return {k: r["messages"] for k, r in got.items()} == expected
-
-        caught_up = _wait(counted, 300, "device_minute counts every record sent")
+        caught_up = _wait(lambda: counts() == expected, 300, "device_minute counts every record")
         metrics = {
             (s.name, s.labels.get("query", "")): s.value
             for f in text_string_to_metric_families(_get(f"{base}/metrics")[1])
@@ -168,15 +181,14 @@ def test_job_recovers_from_a_kafka_outage_and_counts_every_record_once(
         }
         restarts = {q: v for (n, q), v in metrics.items() if n == "iot_analytics_query_restarts"}
         print(
-            f"Kafka down {down_for:.0f} s; {sum(expected.values())} records over "
-            f"{load.minute} minutes; ready {recovered:.0f} s after Kafka was back + 15 s of load; "
+            f"Kafka down {down_for:.0f} s, its buffer and 3 minutes more in {delivering:.0f} s "
+            f"after; {sum(expected.values())} records over "
+            f"{load.minute} minutes; ready {recovered:.0f} s after the load's buffer was in; "
             f"counts complete {caught_up:.0f} s later; query restarts {restarts}"
         )
         assert job.is_alive()
-        # _device_minute asserts no (device, minute) twice; the counts equal what was sent
-        assert sum(
-            r["messages"] for r in _device_minute(spark, warehouse, load.base_ms).values()
-        ) == sum(expected.values())
+        # _minute_counts asserts no (device, minute) twice; the counts equal what was sent
+        assert sum(_minute_counts(warehouse, load.base_ms).values()) == sum(expected.values())
     finally:
         stop.set()
         job.join(120)
