@@ -27,7 +27,9 @@ TEST_SPARK_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 SPARK_DRIVER_JAVA_OPTIONS_ENV = "IOT_SPARK_DRIVER_JAVA_OPTIONS"
 # The standalone clusters' JVMs too (tests/spark_jobs/test_stream_cluster.py,
 # tests/stack/test_spark_cluster_integration.py): the master and workers, and the executors a
-# worker launches for an application (measured in docs/development.md, "Test time")
+# worker launches for an application: test_stream_cluster.py took 193-202 CPU-s against 317-321
+# with the optimising compiler, test_spark_cluster_integration.py 36-40 against 62-64 (load 12-19,
+# 2026-11-29; docs/development.md, "Test time")
 TEST_SPARK_DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 SPARK_DAEMON_JAVA_OPTIONS_ENV = "IOT_STACK_SPARK_DAEMON_JAVA_OPTS"
 TEST_SPARK_EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
