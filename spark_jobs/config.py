@@ -91,6 +91,11 @@ class AnalyticsConfig:
     spark_executor_memory: str = _setting(
         "512m", "Heap of each executor on a cluster (spark.executor.memory)."
     )
+    spark_executor_java_options: str = _setting(
+        "",
+        "Extra JVM options of each executor on a cluster (spark.executor.extraJavaOptions); "
+        "the tests use -XX:TieredStopAtLevel=1 as for the driver.",
+    )
     spark_executor_cores: int = _setting(
         1, "Cores of each executor on a cluster (spark.executor.cores)."
     )
@@ -347,6 +352,8 @@ class AnalyticsConfig:
             "spark.executor.memory": self.spark_executor_memory,
             "spark.executor.cores": str(self.spark_executor_cores),
         }
+        if self.spark_executor_java_options:
+            conf["spark.executor.extraJavaOptions"] = self.spark_executor_java_options
         if self.spark_cores_max:
             conf["spark.cores.max"] = str(self.spark_cores_max)
         if self.spark_driver_host:

@@ -196,7 +196,7 @@ class StackSettings:
         "IOT_STACK_CONNECT_SERVER_PORT", 15003, "the Connect server's own port, on loopback"
     )
     connect_jvm_options: str = _setting("IOT_SPARK_DRIVER_JAVA_OPTIONS", "", "more JVM options "
-        "of the Connect server, a Spark driver (the analytics job reads it too)")  # fmt: skip
+        "of the Spark drivers: the Connect server's and the analytics job's")  # fmt: skip
     # --- Spark (docs/operations.md, "Spark cluster") ---
     spark_master: str = _setting(
         "IOT_SPARK_MASTER",
@@ -228,13 +228,15 @@ class StackSettings:
     spark_daemon_memory: str = _setting(
         "IOT_STACK_SPARK_DAEMON_MEMORY", "256m", "heap of the master and of each worker JVM"
     )
+    spark_daemon_jvm_options: str = _setting("IOT_STACK_SPARK_DAEMON_JAVA_OPTS", "", "more JVM "
+        "options of the master and each worker, space separated (the tests': C1 only)")  # fmt: skip
     spark_executor_memory: str = _setting(
         "IOT_STACK_SPARK_EXECUTOR_MEMORY", "512m", "heap of each analytics executor"
     )
+    spark_executor_jvm_options: str = _setting("IOT_SPARK_EXECUTOR_JAVA_OPTIONS", "", "more JVM "
+        "options of the analytics job's executors (passed on to the job)")  # fmt: skip
     spark_app_ui_port: int = _setting(
-        "IOT_STACK_SPARK_APP_UI_PORT",
-        4040,
-        "the analytics job's Spark UI port when it runs on the cluster",
+        "IOT_STACK_SPARK_APP_UI_PORT", 4040, "the analytics job's Spark UI port on the cluster"
     )
     devices: int = _setting("IOT_STACK_DEVICES", 0, "simulated devices to run (0 = none)")
     device_rate: float = _setting(

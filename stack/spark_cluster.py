@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import urllib.error
 import urllib.request
@@ -112,6 +113,7 @@ class _SparkDaemon:
             f"-Xmx{self.config.spark_daemon_memory}",
             "-Djava.awt.headless=true",
             *self.java_options(),
+            *shlex.split(self.config.spark_daemon_jvm_options),  # the operator's, last
             "-cp",
             classpath,
             self.main_class,
@@ -248,11 +250,20 @@ def worker_numbers(config: StackConfig, recorded: Iterable[str] = ()) -> list[in
 
 
 def analytics_env(config: StackConfig) -> dict[str, str]:
-    """The analytics job's Spark settings (IOT_SPARK_*) for the master `up` gives it."""
+    """The analytics job's Spark settings (IOT_SPARK_*) for the master `up` gives it, and the
+    JVM options of its driver and executors when set (a service gets no IOT_* of `up`'s own)."""
+    env = {
+        name: value
+        for name, value in (
+            ("IOT_SPARK_DRIVER_JAVA_OPTIONS", config.connect_jvm_options),
+            ("IOT_SPARK_EXECUTOR_JAVA_OPTIONS", config.spark_executor_jvm_options),
+        )
+        if value
+    }
     master = config.analytics_master
     if not master:
-        return {}
-    env = {"IOT_SPARK_MASTER": master}
+        return env
+    env["IOT_SPARK_MASTER"] = master
     if master.startswith("spark://"):
         env |= {
             "IOT_SPARK_EXECUTOR_CORES": "1",

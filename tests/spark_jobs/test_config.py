@@ -124,6 +124,18 @@ def test_driver_java_options_only_when_set() -> None:
     assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
 
 
+def test_executor_java_options_only_when_set_and_on_a_cluster() -> None:
+    cluster = "spark://127.0.0.1:7077"
+    conf = AnalyticsConfig.load(env={}, spark_master=cluster).spark_conf()
+    assert "spark.executor.extraJavaOptions" not in conf
+    env = {"IOT_SPARK_EXECUTOR_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+    conf = AnalyticsConfig.load(env=env, spark_master=cluster).spark_conf()
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert "spark.driver.extraJavaOptions" not in conf  # each JVM its own setting
+    # local mode has no executor JVM: the driver's options are the ones that count
+    assert "spark.executor.extraJavaOptions" not in AnalyticsConfig.load(env=env).spark_conf()
+
+
 def test_local_spark_conf_keeps_the_driver_on_loopback_without_ui() -> None:
     cfg = AnalyticsConfig.load(env={}, spark_master="local[2]", spark_driver_memory="768m")
     conf = cfg.spark_conf([Path("/j/a.jar"), Path("/j/b.jar")], "/venv/bin/python")

@@ -31,7 +31,11 @@ from spark_jobs.query_health import committed_offsets
 from stack.config import StackConfig
 from stack.ports import free_ports, port_open
 from stack.spark_cluster import SparkMaster, SparkWorker, alive_worker_ui_ports
-from tests.plugins.jvm_options import environ_without_settings
+from tests.plugins.jvm_options import (
+    SPARK_EXECUTOR_JAVA_OPTIONS_ENV,
+    environ_without_settings,
+    spark_daemon_java_options,
+)
 from tests.spark_jobs.test_kafka_e2e import CLOCK_DEVICE, _device_minute
 from tests.spark_jobs.test_stream_recovery import WATERMARK_MINUTES, Load, _get, _wait
 
@@ -75,6 +79,22 @@ def _start_all(services: list[Any]) -> None:
         raise errors[0]
 
 
+def _java_argvs(folder: Path) -> dict[str, list[str]]:
+    """argv of each JVM working in ``folder`` (the daemons) or below (executors), by its class
+    (Master, Worker, CoarseGrainedExecutorBackend)."""
+    found: dict[str, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            cwd = Path(os.readlink(entry / "cwd"))
+        except (OSError, ValueError):
+            continue
+        if Path(argv[0]).name == "java" and cwd.is_relative_to(folder):
+            main = next((a for a in argv if a.startswith("org.apache.spark.")), entry.name)
+            found[f"{main.rsplit('.', 1)[-1]} {entry.name}"] = argv
+    return found
+
+
 def _two_free_ports_in_a_row() -> int:
     """A free port whose successor is free too (worker N's UI is worker 1's port + N - 1)."""
     for _ in range(50):
@@ -102,6 +122,7 @@ class Cluster:
             spark_worker_cores=1,
             spark_worker_memory="768m",
             spark_daemon_memory="256m",
+            spark_daemon_jvm_options=spark_daemon_java_options(),  # the fixtures read no env
             start_timeout=300.0,  # each daemon; the shared 2-core box can be very busy
         )
         self.master = SparkMaster(self.config)
@@ -184,6 +205,18 @@ def test_stream_on_a_standalone_cluster_survives_a_killed_worker_and_reports_non
         to_executors = _wait(lambda: _executors(base) == 2, 600, "2 executors registered")
         to_ready = _wait(lambda: _get(f"{base}/readyz")[0] == 200, 600, "the job ready")
         assert _metrics(base)[("iot_analytics_ready", "")] == 1
+        # the cluster's JVMs run the test run's options (tests/plugins/jvm_options.py)
+        jvms = _java_argvs(cluster.config.spark_dir)
+        assert sorted(k.split()[0] for k in jvms) == [
+            "CoarseGrainedExecutorBackend", "CoarseGrainedExecutorBackend", "Master", "Worker",
+            "Worker",
+        ], list(jvms)  # fmt: skip
+        for name, jvm_argv in jvms.items():
+            executor = name.startswith("CoarseGrained")
+            options = (
+                env[SPARK_EXECUTOR_JAVA_OPTIONS_ENV] if executor else spark_daemon_java_options()
+            )
+            assert set(options.split()) <= set(jvm_argv), (name, jvm_argv)
         load.thread.start()
 
         def committed_rows() -> int:

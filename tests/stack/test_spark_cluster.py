@@ -79,6 +79,46 @@ def test_workers_offer_explicit_cores_and_memory_and_have_ui_ports_in_a_row(
     assert env["SPARK_CONF_DIR"].endswith("spark_jobs/conf")
 
 
+def test_daemon_jvm_options_come_after_the_daemons_own_and_before_the_class_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "-XX:TieredStopAtLevel=1" not in SparkMaster(_config_with(tmp_path)).command()
+    monkeypatch.setenv("IOT_STACK_SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1  -Dx='a b'")
+    cfg = StackConfig.from_env(data_dir=tmp_path, spark_workers=1)
+    assert cfg.spark_daemon_jvm_options == "-XX:TieredStopAtLevel=1  -Dx='a b'"
+    for daemon, own in (
+        (SparkMaster(cfg), "-Dspark.deploy.recoveryMode=FILESYSTEM"),
+        (SparkWorker(cfg, 1), "-Dspark.worker.cleanup.enabled=true"),
+    ):
+        argv = daemon.command()
+        at = argv.index("-XX:TieredStopAtLevel=1")
+        assert argv[at : at + 3] == ["-XX:TieredStopAtLevel=1", "-Dx=a b", "-cp"]
+        assert argv.index(own) < at
+
+
+def test_the_job_gets_its_driver_and_executor_jvm_options_from_up(tmp_path: Path) -> None:
+    cfg = _config_with(
+        tmp_path, spark_workers=2, with_analytics=True,
+        connect_jvm_options="-XX:TieredStopAtLevel=1",
+        spark_executor_jvm_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    )  # fmt: skip
+    env = Stack(cfg).analytics().env
+    assert env["IOT_SPARK_DRIVER_JAVA_OPTIONS"] == "-XX:TieredStopAtLevel=1"
+    assert env["IOT_SPARK_EXECUTOR_JAVA_OPTIONS"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    # local mode too (the driver's options; the executors' are ignored there)
+    local = _config_with(tmp_path, connect_jvm_options="-Xss2m")
+    assert analytics_env(local) == {"IOT_SPARK_DRIVER_JAVA_OPTIONS": "-Xss2m"}
+
+
+def test_up_reads_the_executor_jvm_options_from_the_jobs_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("IOT_SPARK_EXECUTOR_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+    cfg = _config(_parser().parse_args(["up", "--analytics", "--spark-workers", "1"]))
+    assert cfg.spark_executor_jvm_options == "-XX:TieredStopAtLevel=1"
+    assert analytics_env(cfg)["IOT_SPARK_EXECUTOR_JAVA_OPTIONS"] == "-XX:TieredStopAtLevel=1"
+
+
 def test_up_starts_master_then_workers_after_kafka_and_the_job_runs_on_them(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from stack.ports import free_port, free_ports
 from stack.spark_cluster import alive_worker_ui_ports, master_json
-from tests.plugins.jvm_options import environ_without_settings
+from tests.plugins.jvm_options import environ_without_settings, spark_daemon_java_options
 from tests.stack.test_supervisor_integration import (
     _alive,
     _cli,
@@ -78,6 +78,10 @@ def test_up_spark_workers_supervised_status_and_down(tmp_path: Path) -> None:
         assert f"1 cores, 768m ui http://127.0.0.1:{worker_ui + 1}" in status["spark-worker-2"]
         assert workers_alive() == {worker_ui, worker_ui + 1}
         seen = {name: _pid(line) for name, line in status.items()}
+        # the daemons run the test run's JVM options, which `up` read from its environment
+        for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+            argv = Path(f"/proc/{seen[name]}/cmdline").read_bytes().decode().split("\0")
+            assert set(spark_daemon_java_options().split()) <= set(argv), (name, argv)
 
         for name in ("spark-worker-1", "spark-master"):
             old = _pid(_status(args, env)[name])
