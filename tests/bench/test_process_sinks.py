@@ -6,8 +6,6 @@ stack's requires logins, and the test needs none of Kafka)."""
 from __future__ import annotations
 
 import getpass
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,34 +16,21 @@ import pytest
 
 from bench.process_sinks import discard_session
 from stack.ports import free_port
+from tests.plugins.mosquitto_process import running_mosquitto
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[int]:
-    port = free_port()
+    port, log = free_port(), tmp_path / "mosquitto.log"
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(
         f"user {getpass.getuser()}\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
-        f"log_dest file {tmp_path / 'mosquitto.log'}\n"
+        f"log_dest file {log}\n"
     )
-    proc = subprocess.Popen(["mosquitto", "-c", str(conf)])
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("mosquitto did not start")
-            time.sleep(0.05)
-    try:
+    with running_mosquitto(conf, port, log):
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _session(port: int, client_id: str, subscribe: bool) -> tuple[bool, list[bytes]]:

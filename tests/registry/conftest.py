@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import getpass
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +16,7 @@ from registry.cli import main as cli_main
 from registry.kafka_store import KafkaStore
 from stack.ports import free_port
 from tests.conftest import Endpoints
+from tests.plugins.mosquitto_process import running_mosquitto
 
 PLUGIN = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 
@@ -70,25 +69,8 @@ def mosquitto_process(
         f"log_dest file {log}\n"
         "log_type all\n" + extra_conf
     )
-    proc = subprocess.Popen(["mosquitto", "-c", str(conf)])
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"mosquitto did not start: {log.read_text() if log.exists() else ''}")
-            time.sleep(0.1)
-    try:
+    with running_mosquitto(conf, port, log) as proc:
         yield port, log, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture
