@@ -43,15 +43,22 @@ def publish_probe(host: str, port: int, seq: int) -> None:
         sock.sendall(
             codec.encode_publish(telemetry_topic(PROBE_DEVICE), payload, 1, 1, properties=b"")
         )
-        reader = codec.StreamReader()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            data = sock.recv(1024)
-            if not data:
-                break
-            if any(p.kind == codec.PUBACK for p in reader.feed(data)):
-                break
+        _await_packet(sock, codec.PUBACK)
         sock.sendall(codec.DISCONNECT_NORMAL)
+
+
+def _await_packet(sock: socket.socket, kind: int, seconds: float = 5.0) -> bool:
+    """Read the broker's packets until one of ``kind`` (True), the connection's end or
+    ``seconds`` (False)."""
+    reader = codec.StreamReader()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        data = sock.recv(1024)
+        if not data:
+            return False
+        if any(p.kind == kind for p in reader.feed(data)):
+            return True
+    return False
 
 
 def discard_session(host: str, port: int, client_id: str) -> bool:
@@ -66,14 +73,7 @@ def discard_session(host: str, port: int, client_id: str) -> bool:
                 client_id, keepalive=60, clean_start=True, protocol_level=codec.MQTT_3_1_1
             )
         )
-        reader = codec.StreamReader()
-        deadline = time.monotonic() + 5
-        accepted = False
-        while time.monotonic() < deadline and not accepted:
-            data = sock.recv(1024)
-            if not data:
-                break
-            accepted = any(p.kind == codec.CONNACK for p in reader.feed(data))
+        accepted = _await_packet(sock, codec.CONNACK)
         sock.sendall(codec.DISCONNECT_NORMAL)
     return accepted
 
