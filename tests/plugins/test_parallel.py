@@ -92,3 +92,41 @@ def test_groups(pytester: pytest.Pytester) -> None:
     module = items["test_module_fixture"].nodeid.split("::")[0]
     assert xdist_group(items["test_module_fixture"]) == f"module:{module}"
     assert xdist_group(items["test_netns"]) == "netns"  # before its module's fixture
+
+
+SHARED_ONCE = """
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def shared():
+    with open(os.environ["SETUPS_LOG"], "a") as log:
+        log.write("setup\\n")
+    return 1
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_shares(shared, n):
+    with open(os.environ["SETUPS_LOG"], "a") as log:
+        log.write(f"ran on {os.environ['PYTEST_XDIST_WORKER']}\\n")
+"""
+
+
+def test_a_module_fixture_is_set_up_once_on_one_worker_under_xdist(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The groups take effect in a real `-n 3 --dist loadgroup` run (pytest 9.2 with xdist 3.8
+    ignored them: the shared fixture was set up on all three workers)."""
+    log = pytester.path / "setups.log"
+    monkeypatch.setenv("SETUPS_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", __file__.rsplit("/tests/", 1)[0])
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_shared=SHARED_ONCE)
+    pytester.makepyfile(test_others="\n".join(f"def test_{i}():\n    pass\n" for i in range(12)))
+    result = pytester.runpytest_subprocess("-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=16)
+    lines = log.read_text().splitlines()
+    assert lines.count("setup") == 1, lines
+    assert len({line for line in lines if line.startswith("ran on")}) == 1, lines
