@@ -125,7 +125,9 @@ def test_a_module_fixture_is_set_up_once_on_one_worker_under_xdist(
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_shared=SHARED_ONCE)
     pytester.makepyfile(test_others="\n".join(f"def test_{i}():\n    pass\n" for i in range(12)))
-    result = pytester.runpytest_subprocess("-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=16)
     lines = log.read_text().splitlines()
     assert lines.count("setup") == 1, lines
