@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.plugins.parallel import tier, xdist_group
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = """
 import pytest
@@ -121,7 +125,7 @@ def test_a_module_fixture_is_set_up_once_on_one_worker_under_xdist(
     ignored them: the shared fixture was set up on all three workers)."""
     log = pytester.path / "setups.log"
     monkeypatch.setenv("SETUPS_LOG", str(log))
-    monkeypatch.setenv("PYTHONPATH", __file__.rsplit("/tests/", 1)[0])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the conftest's plugin: tests.plugins.parallel
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_shared=SHARED_ONCE)
     pytester.makepyfile(test_others="\n".join(f"def test_{i}():\n    pass\n" for i in range(12)))

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -97,16 +97,31 @@ def _account_create(stack: chaos_stack.ChaosStack, name: str) -> subprocess.Comp
     )  # fmt: skip
 
 
+def _signal_kafka_until_back(
+    chaos: chaos_stack.ChaosStack,
+    sig: signal.Signals,
+    during: Callable[[], object] | None = None,
+    every_s: float = 0.2,
+) -> float:
+    """Send ``sig`` to Kafka; when the supervisor's new Kafka has its port open, the monotonic
+    time it was sent. Bounded by Kafka's own start (KAFKA_START_S), not by the bound under test;
+    ``during`` runs at every look while it is away."""
+    old = chaos.pid("kafka")
+    assert old is not None
+    os.kill(old, sig)
+    sent = time.monotonic()
+    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
+        assert time.monotonic() - sent < KAFKA_START_S, "Kafka not back"
+        if during is not None:
+            during()
+        time.sleep(every_s)
+    return sent
+
+
 def test_after_a_kafka_kill_9_the_read_barrier_lets_a_new_account_in_within_30_s(
     chaos: chaos_stack.ChaosStack,
 ) -> None:
-    old = chaos.pid("kafka")
-    assert old is not None
-    os.kill(old, signal.SIGKILL)
-    started = time.monotonic()
-    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
-        assert time.monotonic() - started < KAFKA_START_S, "Kafka not back"
-        time.sleep(0.2)
+    started = _signal_kafka_until_back(chaos, signal.SIGKILL)
     back = time.monotonic() - started
     # an account written after the restart: only a registry follower that caught up knows it
     account = _new_api_account(chaos, f"after-kafka-{int(time.time())}")
@@ -192,15 +207,10 @@ def test_console_topics_and_sampler_answer_within_30_s_of_a_kafka_kill_9(
 def _kill_kafka_and_wait_for_the_console(
     chaos: chaos_stack.ChaosStack, session: Http, groups: list[str]
 ) -> None:
-    old = chaos.pid("kafka")
-    assert old is not None
-    os.kill(old, signal.SIGKILL)
-    killed = time.monotonic()
     # the operator keeps the pages open while Kafka is away (the sampler keeps asking too)
-    while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
-        assert time.monotonic() - killed < KAFKA_START_S, "Kafka not back"
-        _console_answers(session, groups, 0.0)
-        time.sleep(0.5)
+    killed = _signal_kafka_until_back(
+        chaos, signal.SIGKILL, lambda: _console_answers(session, groups, 0.0), every_s=0.5
+    )
     back, back_at = time.monotonic(), time.time()
     print(f"Kafka back (its port open) {back - killed:.1f} s after its kill -9")
     seen: dict[str, float] = {}  # each error the pages gave, when first seen
@@ -233,13 +243,8 @@ def test_queue_and_mr_sends_recover_after_a_clean_kafka_restart_losing_nothing(
         while sends.ok < 5:
             assert time.monotonic() < deadline, f"queue sends before the restart: {sends.failures}"
             time.sleep(0.2)
-        old = chaos.pid("kafka")
-        assert old is not None
-        os.kill(old, signal.SIGTERM)  # a clean stop; the supervisor starts it again
-        stopped = time.monotonic()
-        while chaos.pid("kafka") in (None, old) or not port_open("127.0.0.1", chaos.ports["kafka"]):
-            assert time.monotonic() - stopped < KAFKA_START_S, "Kafka not back"
-            time.sleep(0.2)
+        # a clean stop; the supervisor starts it again
+        _signal_kafka_until_back(chaos, signal.SIGTERM)
         back, back_at = time.monotonic(), time.time()
         for name in ("queue-send", "mr-publish"):
             path = load.paths[name]
