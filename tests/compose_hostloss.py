@@ -156,6 +156,7 @@ class Probe:
     engine: Any
     project: str
     bridge_metrics_url: str
+    last_failure: str = ""
 
     def container(self, service: str) -> Any:
         found = self.engine.containers.list(
@@ -190,7 +191,16 @@ class Probe:
         return node in seen["brokers"] and seen["lacking"].get(str(node)) == 0
 
     def records(self, devices: list[str]) -> dict[str, list[int]]:
-        return {k: list(v) for k, v in self._python(_RECORDS, ",".join(devices)).items()}
+        """The seqs in iot.telemetry per device; {} while a probe fails (kept in
+        ``last_failure``): callers poll, and a leader whose high watermark is still catching up
+        after a node rejoined answers OFFSET_NOT_AVAILABLE for a while (a containers run failed
+        on it)."""
+        try:
+            found = self._python(_RECORDS, ",".join(devices))
+        except AssertionError as exc:
+            self.last_failure = str(exc)
+            return {}
+        return {k: list(v) for k, v in found.items()}
 
     def healthy(self, service: str) -> bool:
         state = self.container(service).attrs["State"]

@@ -639,7 +639,7 @@ def test_host_loss_under_load(compose_stack: Compose, container_engine: Any) -> 
             record_time(f"host loss: {what}", value)
         for what, count in counts.items():
             record_count(f"host loss: {what}", count)
-        print(f"host loss: {figures} {counts}")
+        print(f"host loss: {figures} {counts}; the last failed probe: {probe.last_failure!r}")
     assert lost == 0, (
         f"{lost} acknowledged messages not in Kafka ({time.monotonic() - stopped:.0f} s)"
     )
