@@ -70,6 +70,7 @@ def test_analytics_page_shows_the_spark_tables(
         env={}, kafka_bootstrap=console_stack.kafka_bootstrap, topic_telemetry=topic,
         warehouse_dir=warehouse, spark_master="local[2]", shuffle_partitions=2,
         spark_driver_memory="1g", watermark="30 seconds",
+        tables=("device_minute", "fleet_minute", "anomalies"),  # the page's and the report's
     )  # fmt: skip
     assert stream.run(cfg, available_now=True, spark=spark) == 0  # the shared session
     args = ["report", "--warehouse-dir", str(warehouse), "--out", str(report),
