@@ -60,9 +60,13 @@ def _per_minute(
     minutes = pd.date_range(start, end, freq="min", inclusive="left")
     index = pd.to_datetime(fleet["window_start"], utc=True).dt.tz_localize(None)  # naive UTC
     values = fleet.set_index(index)[column].astype(float)
-    y = [float(v) for v in values.reindex(minutes, fill_value=fill)]
-    x = [t.to_pydatetime() for t in minutes]
-    ax.step([*x, end], [*y, y[-1]], where="post", label=label)
+    # whole arrays, not a Python object per minute: a report over months has 100,000s of
+    # minutes per line (a docs example's report spent 14 s of its 36 s in those loops)
+    y: list[float] = values.reindex(minutes, fill_value=fill).to_numpy(dtype=float).tolist()
+    # the date axis' own numbers, converted as one array (matplotlib converts a list of
+    # datetimes one by one: seconds for a report over months)
+    x = [*mdates.date2num(minutes.to_numpy()).tolist(), float(mdates.date2num(end))]
+    ax.step(x, [*y, y[-1]], where="post", label=label)
 
 
 def fleet_traffic(fleet: Any, start: dt.datetime, end: dt.datetime) -> Figure:

@@ -35,10 +35,12 @@ def _xlim(fig: Any) -> list[dt.datetime]:
     return [d.replace(tzinfo=None) for d in mdates.num2date(ax.get_xlim(), tz=UTC)]
 
 
-def _series(fig: Any, label: str) -> tuple[list[Any], list[float]]:
+def _series(fig: Any, label: str) -> tuple[list[dt.datetime], list[float]]:
+    """A line's points, x as naive UTC datetimes (the plot holds the date axis' numbers)."""
     [ax] = fig.axes
     line = next(line for line in ax.lines if line.get_label() == label)
-    return list(line.get_xdata()), [float(y) for y in line.get_ydata()]
+    x = [d.replace(tzinfo=None) for d in mdates.num2date(line.get_xdata(), tz=UTC)]
+    return x, [float(y) for y in line.get_ydata()]
 
 
 def test_one_minute_is_drawn_over_that_minute() -> None:
