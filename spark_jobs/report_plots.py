@@ -60,11 +60,10 @@ def _per_minute(
     minutes = pd.date_range(start, end, freq="min", inclusive="left")
     index = pd.to_datetime(fleet["window_start"], utc=True).dt.tz_localize(None)  # naive UTC
     values = fleet.set_index(index)[column].astype(float)
-    # whole arrays, not a Python object per minute: a report over months has 100,000s of
-    # minutes per line (a docs example's report spent 14 s of its 36 s in those loops)
+    # whole arrays, x as the date axis' own numbers: a report over months has 100,000s of
+    # minutes per line, and a Python datetime per minute (which matplotlib then converts one
+    # by one) took 3.6-4.0 CPU-s for both figures of an 85-day span, against 0.2-0.3
     y: list[float] = values.reindex(minutes, fill_value=fill).to_numpy(dtype=float).tolist()
-    # the date axis' own numbers, converted as one array (matplotlib converts a list of
-    # datetimes one by one: seconds for a report over months)
     x = [*mdates.date2num(minutes.to_numpy()).tolist(), float(mdates.date2num(end))]
     ax.step(x, [*y, y[-1]], where="post", label=label)
 
