@@ -52,6 +52,13 @@ def java_binary() -> str:
     return java
 
 
+def collector_options(jvm_options: str) -> list[str]:
+    """G1 with short pauses, as Kafka's own scripts run it, unless ``jvm_options``
+    (IOT_KAFKA_JVM_OPTS) picks a collector itself: the JVM refuses to start with two."""
+    picked = [o for o in shlex.split(jvm_options) if o.startswith("-XX:+Use") and o.endswith("GC")]
+    return [] if picked else ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+
+
 def _megabytes(heap: str) -> int:
     """-Xmx text (768m, 1g, 1024k) in MiB, for an -Xms that never exceeds it."""
     units = {"k": 1 / 1024, "m": 1, "g": 1024}
@@ -193,8 +200,7 @@ class KafkaServer:
             java_binary(),
             f"-Xmx{self.config.kafka_heap_size}",
             f"-Xms{min(256, _megabytes(self.config.kafka_heap_size))}m",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
+            *collector_options(self.config.kafka_jvm_options),
             "-Djava.awt.headless=true",
             *kafka_cds.use_options(self.config.kafka_jvm_options),
             *shlex.split(self.config.kafka_jvm_options),

@@ -66,8 +66,8 @@ class StackSettings:
     kafka_jvm_options: str = _setting(
         "IOT_KAFKA_JVM_OPTS",
         "",
-        "more JVM options for each Kafka node, space separated (the tests' short-lived brokers "
-        "use -XX:TieredStopAtLevel=1: C1 only, ~40 % less CPU to start, slower at peak)",
+        "more JVM options per Kafka node, space separated; a collector (-XX:+Use...GC) replaces "
+        "G1 (tests: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC, less CPU, slower at peak)",
     )
     kafka_nodes: int = _setting(
         "IOT_KAFKA_NODES", 1, "Kafka nodes (combined broker+controller) to run; 3 = replicated"

@@ -165,6 +165,17 @@ def test_kafka_jvm_options_come_before_the_main_class_and_are_read_from_the_env(
     assert not any(arg.startswith("-XX:TieredStopAtLevel") for arg in plain)
 
 
+def test_g1_unless_the_jvm_options_pick_a_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(KafkaServer, "format_storage", lambda self: False)  # no JVM run here
+    plain = KafkaServer(StackConfig(data_dir=tmp_path / "plain")).command()
+    assert [a for a in plain if "GC" in a] == ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+    # two collectors: the JVM would refuse to start ("Multiple garbage collectors selected")
+    serial = StackConfig(data_dir=tmp_path, kafka_jvm_options="-XX:+UseSerialGC -Xss1m")
+    assert [a for a in KafkaServer(serial).command() if "GC" in a] == ["-XX:+UseSerialGC"]
+
+
 def test_cluster_nodes_get_a_smaller_heap_by_default(tmp_path: Path) -> None:
     assert StackConfig(data_dir=tmp_path).kafka_heap_size == "768m"
     assert StackConfig(data_dir=tmp_path, kafka_nodes=3).kafka_heap_size == "384m"
