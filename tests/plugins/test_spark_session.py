@@ -1,4 +1,5 @@
-"""The shared `spark` fixture's driver runs with the tests' JVM options (C1 only)."""
+"""The shared `spark` fixture's driver runs with the tests' JVM options (C1 only, the serial
+collector)."""
 
 from __future__ import annotations
 
@@ -15,5 +16,5 @@ def test_the_shared_session_runs_the_tests_driver_options(spark: Any) -> None:
     arguments = list(
         jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     )
-    assert spark_driver_java_options() == "-XX:TieredStopAtLevel=1"
-    assert "-XX:TieredStopAtLevel=1" in arguments, arguments
+    assert spark_driver_java_options() == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert {"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"} <= set(arguments), arguments
