@@ -30,7 +30,7 @@ KAFKA_JVM_OPTIONS_ENV = "IOT_KAFKA_JVM_OPTS"
 # against 60-65 with the optimising compiler (load 20-50, 2026-11-28). And the serial
 # collector, not G1 (a 512m-1g heap, one driver per test process): four Spark test modules
 # (Delta writes, streaming, tenants, migration; one session) 217-228 CPU-s against 252-276 of
-# every JVM they ran, 181-189 s against 198-238 s (quiet, 2026-12-07; docs/development.md)
+# every JVM they ran, 181-189 s against 195-238 s (quiet, 2026-12-07; docs/development.md)
 TEST_SPARK_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SPARK_DRIVER_JAVA_OPTIONS_ENV = "IOT_SPARK_DRIVER_JAVA_OPTIONS"
 # The standalone clusters' JVMs too (tests/spark_jobs/test_stream_cluster.py,
