@@ -55,8 +55,10 @@ def java_binary() -> str:
 def collector_options(jvm_options: str) -> list[str]:
     """G1 with short pauses, as Kafka's own scripts run it, unless ``jvm_options``
     (IOT_KAFKA_JVM_OPTS) picks a collector itself: the JVM refuses to start with two."""
-    picked = [o for o in shlex.split(jvm_options) if o.startswith("-XX:+Use") and o.endswith("GC")]
-    return [] if picked else ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+    options = shlex.split(jvm_options)
+    if any(o.startswith("-XX:+Use") and o.endswith("GC") for o in options):
+        return []
+    return ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
 
 
 def _megabytes(heap: str) -> int:

@@ -67,19 +67,17 @@ def _free_port() -> int:
 def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int], int]]:
     """``compose`` with every published port on a free loopback port of this host instead:
     (the copy, {(service, container port): host port}). The appliance's services get the
-    tests' JVM options (tests/plugins/jvm_options.py: C1 only), as the local tier's servers
-    do: they change what the containers' Kafka nodes and Spark driver cost to start, not what
-    they do (the file's own value of one, if it ever sets one, wins)."""
+    tests' JVM options (tests/plugins/jvm_options.py), as the local tier's servers do: they
+    change what the containers' Kafka nodes and Spark driver cost, not what they do (the
+    file's own value of one, if it ever sets one, wins)."""
     out = json.loads(json.dumps(compose))  # a deep copy, the YAML merges already applied
     published: dict[tuple[str, int], int] = {}
     for name, service in out["services"].items():
         service.pop("build", None)  # the image is built by the `app_image` fixture
         if "image" in service:
             service["image"] = IMAGE  # its tag (IOT_CONTAINER_IMAGE)
-            env = service.get("environment") or {}
-            if isinstance(env, list):  # ["NAME=value", ...] as written; `config` gives a map
-                env = dict(item.split("=", 1) for item in env)
-            service["environment"] = jvm_settings() | env
+            # `config` gives every service's environment as a map, whatever the file wrote
+            service["environment"] = jvm_settings() | (service.get("environment") or {})
         mapped = []
         for spec in service.get("ports") or []:  # "H:C" as written, {target: C} from `config`
             inner = int(spec["target"] if isinstance(spec, dict) else str(spec).split(":")[-1])
