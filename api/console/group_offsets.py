@@ -9,8 +9,10 @@ controller's restart, bench/results/chaos.md). The console's group listing is th
 only caller, so it asks in a child process (spawned, not forked: iot-api has threads): a crash
 there costs a new child and one retry, never iot-api. A child that does not answer in time is
 killed and replaced too, and so is one whose admin client's requests time out (a wedged
-admin client, librdkafka#5511, as ``Renewing`` replaces one). Counted for
-``/metrics`` as a renewed client (``name``, ``renewals``, ``failures``)."""
+admin client, librdkafka#5511, as ``Renewing`` replaces one; one kept after its requests timed
+out hung 9 s, then aborted: librdkafka#4605's assertion on late answers), and so is one that
+lived while Kafka did not answer (:meth:`forget`). Counted for ``/metrics`` as a renewed client
+(``name``, ``renewals``, ``failures``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import contextlib
 import logging
 import multiprocessing
 import threading
+from collections.abc import Sequence
 from concurrent.futures import wait
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,19 +34,23 @@ Offsets = list[tuple[str, int, int]]  # (topic, partition, committed offset >= 0
 Failure = tuple[int, str]  # librdkafka's error code and text, for a group not read
 _UNANSWERED = (KafkaError._TIMED_OUT, "Local: Timed out")
 _TIMEOUTS = (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
+CONNECTIONS = 4  # the child's admin clients, each its own connection to Kafka (see ask)
 
 
 class GroupOffsetsError(RuntimeError):
     """The child did not answer (it died, or was too slow and was killed)."""
 
 
-def ask(admin: Any, groups: list[str], timeout_s: float) -> dict[str, Offsets | Failure]:
-    """Every group's committed offsets from ``admin``, asked at once within one bounded wait."""
+def ask(admins: Sequence[Any], groups: list[str], timeout_s: float) -> dict[str, Offsets | Failure]:
+    """Every group's committed offsets, asked at once within one bounded wait, the groups dealt
+    over ``admins`` in turn: Kafka answers one request at a time per connection, and one
+    OffsetFetch per group (librdkafka asks no more), so under load one connection's queue is
+    what a read waits on."""
     futures = {
-        g: admin.list_consumer_group_offsets(
+        g: admins[i % len(admins)].list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(g)], request_timeout=timeout_s
         )[g]
-        for g in groups
+        for i, g in enumerate(groups)
     }
     wait(list(futures.values()), timeout_s + 1.0)
     answer: dict[str, Offsets | Failure] = {}
@@ -66,10 +73,10 @@ def timed_out(answer: dict[str, Offsets | Failure]) -> bool:
 
 
 def _serve(conn: Connection, config: dict[str, Any], timeout_s: float) -> None:
-    """The child: one admin client, one request (a list of group ids) at a time."""
-    admin = AdminClient(config)
+    """The child: CONNECTIONS admin clients, one request (a list of group ids) at a time."""
+    admins = [AdminClient(config) for _ in range(CONNECTIONS)]
     while (groups := conn.recv()) is not None:
-        conn.send(ask(admin, groups, timeout_s))
+        conn.send(ask(admins, groups, timeout_s))
 
 
 class GroupOffsets:
@@ -81,7 +88,7 @@ class GroupOffsets:
         self._lock = threading.Lock()  # one request at a time (the page and the sampler)
         self._child: Any = None  # multiprocessing's Process (its type is context-bound)
         self._conn: Connection | None = None
-        self.renewals = 0  # children replaced (died or too slow)
+        self.renewals = 0  # children replaced (died, too slow, or Kafka went away under it)
         self.failures = 0  # 1 while the last request failed
 
     def committed(self, groups: list[str]) -> dict[str, Offsets | Failure]:
@@ -103,6 +110,16 @@ class GroupOffsets:
                     raise
             self.failures = 0
             return found
+
+    def forget(self) -> None:
+        """Kafka does not answer: drop the child, so that the first request once Kafka is back
+        starts from a fresh one. An admin client alive across a Kafka restart may time out on
+        every group-coordinator request after it (librdkafka#5511): in 2 of 2 kill -9 runs the
+        old child's first request after the restart timed out (5 s lost before the new child)."""
+        with self._lock:
+            if self._child is not None:
+                log.info("console: Kafka does not answer; the group offsets' child is replaced")
+                self._drop(renewal=True)
 
     def _ask(self, groups: list[str]) -> dict[str, Offsets | Failure]:
         wait_s = self._timeout_s + 5.0

@@ -22,6 +22,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from api.console.group_offsets import GroupOffsets, GroupOffsetsError
+from api.console.shared_read import SharedRead
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, wait_all
 from appconfig.kafka_security import client_base, delivery_timeouts
@@ -83,8 +84,9 @@ class KafkaView:
             failures=1,  # at its first timeout: the pages wait on it (issue 32: it wedges)
         )
         self._producer: Producer | None = None
-        # not through the admin client above: its ListConsumerGroupOffsets can crash iot-api
-        self.group_offsets = GroupOffsets(
+        self.groups = SharedRead(self._groups)  # the sampler's and the pages' reads, shared
+        self.groups_partial = False  # the last listing had a node's error (a coordinator loading)
+        self.group_offsets = GroupOffsets(  # not self.admin: librdkafka#5040 crashes its process
             {**client_base(bootstrap), "client.id": "iot-console-groups"}, timeout_s
         )
 
@@ -96,8 +98,7 @@ class KafkaView:
         )  # fmt: skip
 
     def _reader(self) -> Consumer:
-        """A consumer of its own for one read (browse, scan back, read one): a group nobody
-        shares, nothing committed, end of partition reported."""
+        """A consumer for one read (browse, scan back): own group, no commits, EOF reported."""
         return Consumer(
             {**client_base(self.bootstrap),
              "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
@@ -161,15 +162,15 @@ class KafkaView:
             out.append({"name": name, "partitions": found, "records": records})
         return out
 
-    def groups(self) -> list[dict[str, Any]]:
+    def _groups(self) -> list[dict[str, Any]]:
         """Consumer groups with committed offsets and lag per topic, asked at once (issue 32);
         a group whose offsets Kafka refused (its coordinator still loading) has ``error``."""
         try:
             listed = self.admin.call(lambda a: a.list_consumer_groups(
                 request_timeout=self.timeout_s).result(self.timeout_s + 1.0))  # fmt: skip
-            wanted = sorted((g for g in listed.valid
-                             if not g.group_id.startswith("iot-console-probe-")),
-                            key=lambda g: g.group_id)  # fmt: skip
+            self.groups_partial = bool(listed.errors)  # the sampler asks again at once
+            wanted = sorted((g for g in listed.valid if not g.group_id.startswith(
+                "iot-console-probe-")), key=lambda g: g.group_id)  # fmt: skip
             committed = self.group_offsets.committed([g.group_id for g in wanted])
         except (KafkaException, TimeoutError, GroupOffsetsError) as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
@@ -345,8 +346,7 @@ class KafkaView:
 
     def ping(self) -> bool:
         try:
-            self._meta()
-            return True
+            return self._meta() is not None
         except KafkaDownError:
             return False
 

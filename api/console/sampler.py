@@ -17,6 +17,9 @@ from api.console.tailer import Tailer
 
 log = logging.getLogger(__name__)
 LAG_EVERY = 5  # samples between two consumer-lag reads (they cost a round of admin calls)
+# after Kafka did not answer, the lag is read at every sample for this long: a restarted
+# Kafka lists no groups, without an error, until its coordinator knows what it owns
+SETTLE_S = 30.0
 
 
 class Sampler:
@@ -43,6 +46,7 @@ class Sampler:
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._count = 0
+        self._settle_until = 0.0  # monotonic; see SETTLE_S
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -65,12 +69,16 @@ class Sampler:
     async def sample(self) -> dict[str, Any]:
         probes = await probe_all(self.services)
         kafka_up = await asyncio.to_thread(self.kafka.ping)
+        if not kafka_up:  # the lag's reader starts afresh once Kafka is back (librdkafka#5511)
+            self._settle_until = time.monotonic() + SETTLE_S
+            await asyncio.to_thread(self.kafka.group_offsets.forget)
         # the lag every LAG_EVERY samples, and every sample while the last read failed (so that
-        # the page is right again as soon as Kafka, or a replaced admin client, answers)
-        # (and while a group's offsets were refused: after a Kafka restart, until its
-        # coordinator has loaded them)
-        partial = any(g.get("error") for g in self.groups)
-        if kafka_up and (self._count % LAG_EVERY == 0 or self.kafka_error or partial):
+        # the page is right again as soon as Kafka, or a replaced admin client, answers),
+        # while a group's offsets or a node's listing were refused (after a Kafka restart,
+        # until its coordinator has loaded them) and for SETTLE_S after Kafka was away
+        partial = any(g.get("error") for g in self.groups) or self.kafka.groups_partial
+        settling = time.monotonic() < self._settle_until
+        if kafka_up and (self._count % LAG_EVERY == 0 or self.kafka_error or partial or settling):
             try:
                 self.groups = await asyncio.to_thread(self.kafka.groups)
                 self.kafka_error = ""

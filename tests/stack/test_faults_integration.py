@@ -176,10 +176,10 @@ def _console_answers(session: Http, groups: list[str], since: float) -> str | No
                 return "overview: no sample since Kafka's restart"
             if latest["kafka"] != {"up": True, "error": ""}:
                 return f"overview: the sampler saw {latest['kafka']}"
-            if missing := set(groups) - {
-                g["group"] for g in latest["groups"] if not g.get("error")
-            }:
-                return f"overview: {len(missing)} of the groups not in the sampler's lag"
+            read = {g["group"]: g.get("error", "") for g in latest["groups"]}
+            if missing := [g for g in groups if read.get(g, "not listed")]:
+                why = read.get(missing[0], "not listed")  # the first's, for the report
+                return f"overview: {len(missing)} of the groups not in the sampler's lag ({why})"
     return None
 
 

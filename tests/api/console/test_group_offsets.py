@@ -49,6 +49,13 @@ def test_offsets_are_read_and_a_crashed_or_hung_child_is_replaced(
         assert offsets.renewals == 2
         assert not hung.is_alive()
         assert offsets.failures == 0
+
+        alive = offsets._child
+        offsets.forget()  # Kafka seen down: the next request starts from a fresh child
+        assert offsets._child is None
+        assert not alive.is_alive()
+        assert offsets.committed([group])[group] == [(topic, 0, 7)]
+        assert offsets.renewals == 3
     finally:
         offsets.close()
     assert offsets._child is None

@@ -26,6 +26,7 @@ class FakeAdmin:
         self.groups = [f"g{i:02d}" for i in range(groups)]
         self.answer = answer
         self.requests = 0
+        self.listing_errors: list[KafkaError] = []  # a node's error beside the groups listed
 
     def _later(self, value: Any) -> Future[Any]:
         self.requests += 1
@@ -46,7 +47,7 @@ class FakeAdmin:
     def list_consumer_groups(self, request_timeout: float) -> Future[Any]:
         valid = [SimpleNamespace(group_id=g, state=SimpleNamespace(name="STABLE"))
                  for g in self.groups]  # fmt: skip
-        return self._later(SimpleNamespace(valid=valid))
+        return self._later(SimpleNamespace(valid=valid, errors=self.listing_errors))
 
     def list_consumer_group_offsets(self, request: list[Any], request_timeout: float) -> Any:
         gid = request[0].group_id
@@ -75,7 +76,7 @@ class InProcess:
         self.admin = admin
 
     def committed(self, groups: list[str]) -> dict[str, Offsets | tuple[int, str]]:
-        found = ask(self.admin, groups, 1.0)
+        found = ask([self.admin], groups, 1.0)
         if timed_out(found):
             raise GroupOffsetsError("timed out asking Kafka")
         return found
@@ -102,6 +103,20 @@ def test_groups_are_asked_at_once_with_their_lag() -> None:
     assert found[0]["lag"] == {"t1": 60}
     assert found[0]["total_lag"] == 60
     assert all(g["state"] == "STABLE" for g in found)
+    assert not view.groups_partial
+
+
+def test_a_listing_with_a_nodes_error_is_partial_until_one_without() -> None:
+    """A restarted Kafka lists groups before its coordinator has loaded them: the node's error
+    says the listing is short (the sampler reads it again at its next sample)."""
+    admin = FakeAdmin(groups=2)
+    admin.listing_errors = [KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)]
+    view = _view(admin)
+    assert len(view.groups()) == 2
+    assert view.groups_partial
+    admin.listing_errors = []
+    view.groups()
+    assert not view.groups_partial
 
 
 def test_topics_offsets_are_asked_at_once() -> None:
