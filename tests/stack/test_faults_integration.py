@@ -177,9 +177,9 @@ def _console_answers(session: Http, groups: list[str], since: float) -> str | No
             if latest["kafka"] != {"up": True, "error": ""}:
                 return f"overview: the sampler saw {latest['kafka']}"
             read = {g["group"]: g.get("error", "") for g in latest["groups"]}
-            if missing := [g for g in groups if read.get(g, "not listed")]:
-                why = read.get(missing[0], "not listed")  # the first's, for the report
-                return f"overview: {len(missing)} of the groups not in the sampler's lag ({why})"
+            if unread := [g for g in groups if read.get(g, "not listed")]:
+                why = read.get(unread[0], "not listed")  # the first's, for the report
+                return f"overview: {len(unread)} of the groups not in the sampler's lag ({why})"
     return None
 
 
