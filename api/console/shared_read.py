@@ -25,11 +25,10 @@ class SharedRead(Generic[T]):
 
     def __call__(self) -> T:
         with self._lock:
-            mine = self._current is None
-            if mine:
-                self._current = Future()
             current = self._current
-        assert current is not None
+            mine = current is None
+            if current is None:
+                current = self._current = Future()
         if mine:
             try:
                 current.set_result(self._read())
