@@ -21,8 +21,8 @@ def test_the_budget_in_the_docs_parses_and_names_every_tier() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 31's targets are not met yet: the serial suite takes ~30 min and the budgets "
-    "are set from it (docs/development.md, 'Test time'); strict, so meeting them shows here",
+    reason="issue 31's targets are not met yet: the suite takes 29-38 min on 3 workers and the "
+    "budgets are set from it (docs/development.md, 'Test time'); strict: meeting them shows here",
 )
 def test_the_budget_in_the_docs_is_within_the_issue_31_targets() -> None:
     budget = parse_budget((ROOT / "docs" / "development.md").read_text())
