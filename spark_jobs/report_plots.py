@@ -110,7 +110,9 @@ def top_anomalies(anomalous: Any, top: int) -> Figure:
 
 def _finish(ax: Any, fleet: Any) -> None:
     if len(fleet):
-        ax.legend()
+        # beside the axes: never over the data, and no "best" place to search for, which scans
+        # every point (4 CPU-s for both figures of an 85-day span, against 8-9 with "best")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     else:
         ax.text(0.5, 0.5, "no fleet_minute rows", transform=ax.transAxes, ha="center")
 
