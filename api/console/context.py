@@ -10,7 +10,7 @@ import orjson
 from aiohttp import web
 
 from api.console import roles
-from api.console.kafka_view import Scan
+from api.console.kafka_records import Scan
 from api.console.runtime import Console
 from api.console.sessions import Session
 

@@ -22,7 +22,7 @@ from api.console.context import (
     scan_note,
 )
 from api.console.fleet import FleetState, device_json, letter_view
-from api.console.kafka_view import Raw
+from api.console.kafka_records import Raw
 from commands.client import command_record, new_command_id
 from commands.model import parse_target
 from registry.errors import RegistryError

@@ -3,14 +3,11 @@ groups with lag, browsing records, producing replays and audit records."""
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from confluent_kafka import (
     OFFSET_END,
     Consumer,
@@ -22,6 +19,14 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from api.console.group_offsets import GroupOffsets, GroupOffsetsError
+from api.console.kafka_records import (
+    SCAN_BUDGET_S,
+    SCAN_CHUNK,
+    SCAN_MAX_RECORDS,
+    Raw,
+    Scan,
+    as_json,
+)
 from api.console.shared_read import SharedRead
 from api.plumbing.kafka_batch import take
 from api.plumbing.kafka_renew import Renewing, wait_all
@@ -30,47 +35,6 @@ from appconfig.kafka_security import client_base, delivery_timeouts
 
 class KafkaDownError(Exception):
     """Kafka did not answer in time."""
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """One record as read, for the callers' own parsing."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Any
-    timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """What a backward scan found: the matching records (newest first) and how far it read."""
-
-    matched: list[Raw]
-    scanned: int
-    complete: bool  # the whole asked range was read
-    oldest_ms: int | None  # timestamp of the oldest record read
-
-
-# A backward scan reads at most this many records in one request (bounded answer time).
-SCAN_MAX_RECORDS = 60_000
-SCAN_CHUNK = 2_000  # records per partition and round
-SCAN_BUDGET_S = 10.0
-
-
-def _pretty(value: bytes | None) -> tuple[str, bool]:
-    if value is None:
-        return "", False
-    try:
-        return orjson.dumps(orjson.loads(value), option=orjson.OPT_INDENT_2).decode(), True
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return value.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(value).decode(), False
 
 
 class KafkaView:
@@ -232,7 +196,7 @@ class KafkaView:
             deadline = time.monotonic() + self.timeout_s
             # a record written after the end was taken is kept too (browsing shows it)
             got = _read_ranges(reader, topic, ranges, deadline, past_end=True)
-            records = [_record(r) for r in got]
+            records = [as_json(r) for r in got]
             if offset is None and at_ms is None:  # latest: the newest first
                 records.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
             else:
@@ -346,9 +310,15 @@ class KafkaView:
 
     def ping(self) -> bool:
         try:
-            return self._meta() is not None
+            self._meta()
         except KafkaDownError:
             return False
+        return True
+
+    def forget_group_offsets(self) -> None:
+        """Kafka did not answer: the groups' first read after it is back starts from a fresh
+        admin client, not from one that lived through the outage (librdkafka#5511)."""
+        self.group_offsets.forget()
 
 
 def _read_ranges(
@@ -382,19 +352,6 @@ def _read_ranges(
                 done.add(p)
     reader.unassign()
     return out
-
-
-def _record(raw: Raw) -> dict[str, Any]:
-    text, is_json = _pretty(raw.value)
-    return {
-        "partition": raw.partition,
-        "offset": raw.offset,
-        "timestamp": raw.timestamp,
-        "key": raw.key.decode("utf-8", "replace") if raw.key is not None else None,
-        "headers": {k: (v or b"").decode("utf-8", "replace") for k, v in raw.headers or []},
-        "value": text,
-        "json": is_json,
-    }
 
 
 __all__ = ["OFFSET_END", "KafkaDownError", "KafkaView"]

@@ -23,7 +23,7 @@ from api.console.context import (
     scan_note,
 )
 from api.console.fleet import DeadLetter, dead_letter, letter_view
-from api.console.kafka_view import SCAN_BUDGET_S, SCAN_MAX_RECORDS, Raw, Scan
+from api.console.kafka_records import SCAN_BUDGET_S, SCAN_MAX_RECORDS, Raw, Scan
 from api.console.letter_refs import may_see, parse_ref, topics_to_search
 from api.console.replay import OTHER_TENANT, Refused, plan_replay
 from api.console.tailer import tenant_copies

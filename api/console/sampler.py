@@ -71,7 +71,7 @@ class Sampler:
         kafka_up = await asyncio.to_thread(self.kafka.ping)
         if not kafka_up:  # the lag's reader starts afresh once Kafka is back (librdkafka#5511)
             self._settle_until = time.monotonic() + SETTLE_S
-            await asyncio.to_thread(self.kafka.group_offsets.forget)
+            await asyncio.to_thread(self.kafka.forget_group_offsets)
         # the lag every LAG_EVERY samples, and every sample while the last read failed (so that
         # the page is right again as soon as Kafka, or a replaced admin client, answers),
         # while a group's offsets or a node's listing were refused (after a Kafka restart,
