@@ -62,7 +62,8 @@ class KafkaView:
         )  # fmt: skip
 
     def _reader(self) -> Consumer:
-        """A consumer for one read (browse, scan back): own group, no commits, EOF reported."""
+        """A consumer of its own for one read (browse, scan back, read one): a group nobody
+        shares, nothing committed, end of partition reported."""
         return Consumer(
             {**client_base(self.bootstrap),
              "group.id": f"iot-console-probe-{uuid.uuid4().hex}",
@@ -133,8 +134,9 @@ class KafkaView:
             listed = self.admin.call(lambda a: a.list_consumer_groups(
                 request_timeout=self.timeout_s).result(self.timeout_s + 1.0))  # fmt: skip
             self.groups_partial = bool(listed.errors)  # the sampler asks again at once
-            wanted = sorted((g for g in listed.valid if not g.group_id.startswith(
-                "iot-console-probe-")), key=lambda g: g.group_id)  # fmt: skip
+            wanted = sorted((g for g in listed.valid
+                             if not g.group_id.startswith("iot-console-probe-")),
+                            key=lambda g: g.group_id)  # fmt: skip
             committed = self.group_offsets.committed([g.group_id for g in wanted])
         except (KafkaException, TimeoutError, GroupOffsetsError) as exc:
             raise KafkaDownError(f"Kafka does not answer: {exc!r}") from exc
