@@ -509,3 +509,15 @@ def test_the_merged_cluster_is_valid_for_compose_v2_and_the_schema_refuses_a_typ
     assert _spec_errors(merged) == []
     typo = {**merged, "services": {**CLUSTER, "api": {**CLUSTER["api"], "healthckeck": {}}}}
     assert _spec_errors(typo) != []
+
+
+def test_the_derived_compose_file_gives_every_published_port_its_own_host_port() -> None:
+    """tests/test_compose_run.py's remapping, on a file with 200 published ports: choosing
+    them one at a time once gave two services the same port (CI 2026-12-08)."""
+    from tests.test_compose_run import derive
+
+    many = {"services": {f"s{i}": {"ports": [f"{1000 + i}:{1000 + i}"]} for i in range(200)}}
+    derived, ports = derive(many)
+    assert len(set(ports.values())) == len(ports) == 200
+    for (name, inner), host in ports.items():
+        assert derived["services"][name]["ports"] == [f"127.0.0.1:{host}:{inner}"]

@@ -16,7 +16,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -32,6 +31,7 @@ import paho.mqtt.client as mqtt
 import pytest
 import yaml
 
+from stack.ports import free_ports
 from tests.commands.harness import Device, wait_for
 from tests.compose_hostloss import DeviceLoad, Probe, lost_and_duplicates, wait_until
 from tests.plugins.containers import IMAGE, ROOT, engine_env, record_count, record_time
@@ -58,12 +58,6 @@ def _poll(predicate: Callable[[], bool], timeout: float, what: str, every: float
         time.sleep(every)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int], int]]:
     """``compose`` with every published port on a free loopback port of this host instead:
     (the copy, {(service, container port): host port}). The appliance's services get the
@@ -71,6 +65,12 @@ def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int
     change what the containers' Kafka nodes and Spark driver cost, not what they do (the
     file's own value of one, if it ever sets one, wins)."""
     out = json.loads(json.dumps(compose))  # a deep copy, the YAML merges already applied
+    # All the file's ports at once, distinct and from the run's pool (stack/ports.py): one
+    # free port at a time, each socket closed before the next bind, once gave two services
+    # the same port (CI 2026-12-08: "Bind for 127.0.0.1:36939 failed: port is already
+    # allocated", the kafka3 stack's `up` refused).
+    wanted = sum(len(s.get("ports") or []) for s in out["services"].values())
+    free = iter(free_ports(wanted))
     published: dict[tuple[str, int], int] = {}
     for name, service in out["services"].items():
         service.pop("build", None)  # the image is built by the `app_image` fixture
@@ -81,7 +81,7 @@ def derive(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, int
         mapped = []
         for spec in service.get("ports") or []:  # "H:C" as written, {target: C} from `config`
             inner = int(spec["target"] if isinstance(spec, dict) else str(spec).split(":")[-1])
-            published[name, inner] = port = _free_port()
+            published[name, inner] = port = next(free)
             mapped.append(f"127.0.0.1:{port}:{inner}")
         if mapped:
             service["ports"] = mapped
