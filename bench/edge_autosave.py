@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -26,12 +25,7 @@ from edge.config import EdgeConfig
 from edge.install import install
 from edge.render import MONITOR_USER, SitePaths
 from edge.status import RETAINED, STORED
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from stack.ports import free_ports
 
 
 def _client(port: int, user: str, secret: str) -> mqtt.Client:
@@ -63,11 +57,11 @@ def _held(port: int, secret: str) -> int:
 
 
 def run(autosave: int, count: int, workdir: Path) -> dict[str, float]:
-    port = _free_port()
+    port, central = free_ports(2)
     (workdir / "acct").write_text("x")
     (workdir / "devices.json").write_text(json.dumps({"d1": "pw"}))
     cfg = EdgeConfig(
-        site="bench", central=f"127.0.0.1:{_free_port()}", site_dir=str(workdir / "site"),
+        site="bench", central=f"127.0.0.1:{central}", site_dir=str(workdir / "site"),
         account_secret_file=str(workdir / "acct"), devices_file=str(workdir / "devices.json"),
         listen_host="127.0.0.1", listen_port=port, insecure_plain_link=True,
         outage_s=count, rate_msgs_per_s=1.0, autosave_changes=max(1, autosave),

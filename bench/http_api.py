@@ -22,7 +22,6 @@ import asyncio
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+
+from stack.ports import free_port
 
 MESSAGE = {"device": "bench", "pad": "x" * 997}  # 1 KiB as compact JSON (1,024 bytes)
 BATCH = 100
@@ -201,12 +202,6 @@ async def _open_polls(
     return rss, sum(1 for s in statuses if s == 200), outcomes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_ready(url: str, timeout: float = 120) -> None:
     """Until ``url`` answers 200 (a service's /readyz), or RuntimeError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -221,7 +216,7 @@ def wait_ready(url: str, timeout: float = 120) -> None:
 
 
 def run(bootstrap: str, args: argparse.Namespace, log: Path) -> dict[str, Any]:
-    port, suffix = _free_port(), uuid.uuid4().hex[:6]
+    port, suffix = free_port(), uuid.uuid4().hex[:6]
     argv = [sys.executable, "-m", "api", "--insecure-anonymous", "--log-level", "WARNING",
             "--kafka-bootstrap", bootstrap, "--api-port", str(port)]  # fmt: skip
     with log.open("w") as out:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from stack.ports import free_port
+
 BODY = json.dumps([{"device": "d1", "seq": i, "t": 21.5} for i in range(3)]).encode()
 REQUEST = (
     b"POST /events/bench HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -81,12 +83,6 @@ async def _client(port: int, seconds: float, connections: int) -> int:
     return done
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_listening(port: int) -> None:
     for _ in range(200):
         try:
@@ -98,7 +94,7 @@ def _wait_listening(port: int) -> None:
 
 
 def measure(framework: str, seconds: float, connections: int) -> float:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "bench.http_framework", "--serve", framework,
                                "--port", str(port)])  # fmt: skip
     try:

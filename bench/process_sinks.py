@@ -21,7 +21,8 @@ from typing import Any
 import mqtt_codec as codec
 from bench.kafka_side import PROBE_DEVICE, Watermarks, create_topics
 from bench.payload import PayloadMaker, telemetry_topic
-from bench.sinks import Sink, SinkError, free_port
+from bench.sinks import Sink, SinkError
+from stack.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 90.0
@@ -236,7 +237,7 @@ class OurBridgeSink(ProcessSink):
         self.settings = dict(settings or {})
         # another checkout of the project (A/B runs of two versions of the bridge)
         self.root = root
-        self._ports = [free_port() for _ in range(processes)]
+        self._ports = free_ports(processes)  # distinct: chosen together
 
     def extra_topics(self) -> list[str]:
         return [f"{self.topic}.{kind}" for kind in ("events", "dlq", "presence")]

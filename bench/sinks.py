@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import socket
 from typing import Any
 
 from bench.subscriber import count_forever
@@ -18,12 +17,6 @@ from bench.subscriber import count_forever
 
 class SinkError(Exception):
     """A contender did not start, get ready or stop."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Sink:
